@@ -1,0 +1,42 @@
+"""One exception root. Every message is one line: what is wrong and how to fix it (L0)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class GpuplanError(Exception):
+    """Root of every error gpuplan raises on bad input; the CLI prints str(err) and exits 2."""
+
+
+class CatalogError(GpuplanError):
+    """A catalog or overlay file is malformed (missing column, bad value, unknown unit)."""
+
+
+class ConfigError(GpuplanError):
+    """A requested configuration is invalid (degrees that do not divide, bad flag values)."""
+
+
+class UnknownIdError(GpuplanError):
+    """An id that is in no table; the message suggests the closest known ids."""
+
+    def __init__(self, kind: str, name: str, known: Iterable[str], list_cmd: str = "") -> None:
+        self.kind, self.name = kind, name
+        self.suggestions = suggest(name, known)
+        msg = f"unknown {kind} '{name}'"
+        if self.suggestions:
+            msg += "; did you mean " + " or ".join(f"'{s}'" for s in self.suggestions) + "?"
+        if list_cmd:
+            msg += f" `{list_cmd}` lists them"
+        super().__init__(msg)
+
+
+def suggest(name: str, known: Iterable[str], n: int = 3) -> list[str]:
+    """Closest known ids to a mistyped one (difflib, as SkyPilot does), best first."""
+    known = sorted(set(known))
+    low = name.lower()
+    hits = difflib.get_close_matches(low, known, n=n, cutoff=0.5)
+    if not hits:  # a prefix typo like 'h10' -> 'h100-sxm'
+        hits = [k for k in known if k.startswith(low)][:n]
+    return hits

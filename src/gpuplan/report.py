@@ -1,0 +1,67 @@
+"""Plain-text tables and JSON-safe conversion (L5). Only this layer and the CLI format output."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+
+def jsonable(obj: Any) -> Any:
+    """Plain Python values only (no numpy scalars, NaN -> None), so JSON always works."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [jsonable(v) for v in obj]
+    if hasattr(obj, "tolist") and callable(obj.tolist):  # numpy scalar or array
+        return jsonable(obj.tolist())
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    return obj
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(jsonable(obj), indent=2, allow_nan=False)
+
+
+def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], align: str = "") -> str:
+    """A fixed-width text table; `align` is one char per column ('l' or 'r'), default left."""
+    body = [["" if v is None else str(v) for v in r] for r in rows]
+    widths = [len(h) for h in headers]
+    for r in body:
+        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=False)]
+    al = (align or "l" * len(headers)).ljust(len(headers), "l")
+
+    def fmt(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if a == "r" else c.ljust(w)
+                         for c, w, a in zip(cells, widths, al, strict=False)).rstrip()
+
+    lines = [fmt(list(headers)), fmt(["-" * w for w in widths])]
+    lines += [fmt(r) for r in body]
+    return "\n".join(lines)
+
+
+def num(x: float | None, digits: int = 3) -> str:
+    """Compact human number: 1.23e+21 -> '1.23e21', 989.0 -> '989'."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e6 or abs(x) < 1e-3:
+        m, e = f"{x:.{digits - 1}e}".split("e")
+        return f"{m}e{int(e)}"
+    return f"{x:,.{max(0, digits - 1 - int(math.floor(math.log10(abs(x)))))}f}"
+
+
+def usd(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return "-"
+    if abs(x) >= 1e6:
+        return f"${x / 1e6:,.2f}M"
+    if abs(x) >= 1e4:
+        return f"${x / 1e3:,.1f}k"
+    return f"${x:,.2f}"

@@ -1,0 +1,379 @@
+"""Frozen, keyword-only specs validated when built (L1). No file I/O here.
+
+Units are in field names: bytes, FLOP/s, seconds, USD, watts. `peak_flops` is always *dense*.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import ConfigError
+
+# Training precisions, in the order of their integer codes in vectorized layouts.
+PRECISIONS = ("fp32", "fp16", "bf16", "fp8")
+FP32, FP16, BF16, FP8 = range(4)
+# Every precision a catalog row may list a dense peak for.
+PEAK_KEYS = ("fp32", "tf32", "fp16", "bf16", "fp8", "fp4")
+RECOMPUTE = ("none", "selective", "full")
+R_NONE, R_SELECTIVE, R_FULL = range(3)
+OPTIMIZERS = ("adamw", "sgd", "adafactor")
+ADAMW, SGD, ADAFACTOR = range(3)
+PRICING = ("on-demand", "spot", "reserved-1y", "reserved-3y", "savings-plan-1y", "savings-plan-3y")
+VENDORS = ("nvidia", "amd", "intel", "huawei")
+
+
+def code(table: tuple[str, ...], name: str, what: str) -> int:
+    """Name -> integer code, with a clear error listing the choices."""
+    try:
+        return table.index(name)
+    except ValueError:
+        raise ConfigError(f"unknown {what} '{name}'; choose one of: {', '.join(table)}") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Accelerator:
+    id: str
+    name: str
+    vendor: str
+    architecture: str
+    family: str  # efficiency / validation family, e.g. 'a100', 'h100', 'mi300'
+    form_factor: str
+    memory_bytes: float
+    memory_bandwidth_bytes_per_s: float
+    peak_flops: dict[str, float]  # dense FLOP/s per precision (FP32 accumulate); absent = unsupported
+    fp16_accumulate_flops: float | None  # GeForce/RTX headline rate with FP16 accumulate, if any
+    scale_up_kind: str  # 'nvlink', 'infinity-fabric', 'pcie', 'hccs', 'ethernet'
+    scale_up_fabric: str  # fabric id
+    scale_up_bytes_per_s: float  # per GPU, both directions added (as vendors quote)
+    host_interface: str  # fabric id, e.g. 'pcie5'
+    tdp_watts: float
+    launch_date: str
+    launch_price_usd: float | None
+    price_source: str
+    price_date: str
+    software: str  # 'CUDA', 'ROCm', 'SynapseAI', 'CANN'
+    consumer: bool  # GeForce-class card (no data-center licence, no NVLink)
+    export_cn: str  # 'allowed', 'license-required', 'prohibited', 'china-only'
+    export_cn_rule: str
+    export_cn_date: str
+    source: str
+    as_of: str
+    aliases: tuple[str, ...] = ()
+    notes: str = ""
+
+    @property
+    def scale_up_bytes_per_s_per_direction(self) -> float:
+        return self.scale_up_bytes_per_s / 2
+
+    def supports(self, precision: str) -> bool:
+        return precision in self.peak_flops
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fabric:
+    id: str
+    name: str
+    kind: str  # 'scale-up', 'scale-out', 'host'
+    bytes_per_s_per_direction: float  # per GPU (scale-up) or per port (scale-out, host)
+    latency_s: float
+    source: str
+    as_of: str
+    aliases: tuple[str, ...] = ()
+    notes: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class System:
+    id: str
+    name: str
+    kind: str  # 'server', 'workstation', 'rack'
+    accelerator: str
+    gpus_per_node: int
+    scale_up_domain: int  # GPUs that share the scale-up fabric (8 in a DGX, 72 in an NVL72)
+    scale_out_fabric: str  # fabric id ('' when the system is a single box)
+    nics_per_node: int
+    cpu: str
+    ram_bytes: float
+    storage_bytes: float
+    max_power_watts: float
+    price_usd: float | None
+    price_source: str
+    price_date: str
+    source: str
+    as_of: str
+    aliases: tuple[str, ...] = ()
+    notes: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pod:
+    id: str
+    name: str
+    system: str
+    nodes: int
+    source: str
+    as_of: str
+    aliases: tuple[str, ...] = ()
+    notes: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Offer:
+    id: str
+    cloud: str
+    instance_type: str
+    accelerator: str
+    count: int
+    region: str
+    usd_per_hour: dict[str, float]  # pricing name -> USD per instance-hour
+    network_bytes_per_s: float  # scale-out bandwidth per instance, per direction
+    max_instances: int  # how many a user can usually get (0 = unknown, no cap)
+    source: str
+    as_of: str
+    capacity_block_usd_per_hour: float | None = None
+    aliases: tuple[str, ...] = ()
+    notes: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SiteValue:
+    name: str
+    value: float
+    unit: str
+    source: str
+    as_of: str
+    notes: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec:
+    """A decoder (or encoder) transformer. MoE when experts > 1."""
+
+    id: str
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int  # dense MLP inner size
+    vocab: int
+    mlp: str = "gelu"  # 'gelu' (2 matrices) or 'swiglu' (3 matrices)
+    tied_embeddings: bool = False
+    head_dim: int = 0  # 0 = hidden // heads
+    experts: int = 0  # routed experts per MoE layer (0 = dense model)
+    experts_per_token: int = 0  # top-k
+    moe_ffn: int = 0  # inner size of one expert (0 = ffn)
+    shared_experts: int = 0
+    dense_layers: int = 0  # leading layers with a dense MLP in an MoE model
+    max_seq_len: int = 2048
+    source: str = ""
+    as_of: str = ""
+    aliases: tuple[str, ...] = ()
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        for f in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or v <= 0:
+                raise ConfigError(f"model {self.id}: {f} must be a positive integer, got {v!r}")
+        if self.mlp not in ("gelu", "swiglu"):
+            raise ConfigError(f"model {self.id}: mlp must be 'gelu' or 'swiglu', got {self.mlp!r}")
+        if self.heads % self.kv_heads:
+            raise ConfigError(
+                f"model {self.id}: heads ({self.heads}) must be a multiple of kv_heads "
+                f"({self.kv_heads})"
+            )
+        if self.experts and not 0 < self.experts_per_token <= self.experts:
+            raise ConfigError(f"model {self.id}: experts_per_token must be in 1..experts")
+
+    # --- sizes --------------------------------------------------------------------------
+    @property
+    def d_head(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 1
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.dense_layers if self.is_moe else 0
+
+    @property
+    def expert_ffn(self) -> int:
+        return self.moe_ffn or self.ffn
+
+    @property
+    def mlp_matrices(self) -> int:
+        return 3 if self.mlp == "swiglu" else 2
+
+    # --- parameters (weights and biases ignored: < 0.1% for these models) ---------------
+    def attention_params_per_layer(self) -> int:
+        q_out = self.heads * self.d_head
+        kv_out = 2 * self.kv_heads * self.d_head
+        return self.hidden * (q_out + kv_out) + q_out * self.hidden
+
+    def dense_mlp_params(self) -> int:
+        return self.mlp_matrices * self.hidden * self.ffn
+
+    def expert_params(self) -> int:
+        """One routed expert's MLP."""
+        return self.mlp_matrices * self.hidden * self.expert_ffn
+
+    def norm_params_per_layer(self) -> int:
+        return 2 * self.hidden
+
+    def embedding_params(self) -> int:
+        """Input embedding plus LM head (once when tied)."""
+        return self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+
+    def layer_params(self, moe: bool) -> int:
+        """Parameters of one transformer layer (all experts when moe)."""
+        p = self.attention_params_per_layer() + self.norm_params_per_layer()
+        if moe:
+            p += (self.experts + self.shared_experts) * self.expert_params()
+            p += self.hidden * self.experts  # router
+        else:
+            p += self.dense_mlp_params()
+        return p
+
+    def total_params(self) -> int:
+        dense_layers = self.layers - self.moe_layers
+        return (
+            dense_layers * self.layer_params(False)
+            + self.moe_layers * self.layer_params(True)
+            + self.embedding_params()
+            + self.hidden  # final norm
+        )
+
+    def active_params(self) -> int:
+        """Parameters touched per token (top-k routed + shared experts)."""
+        if not self.is_moe:
+            return self.total_params()
+        inactive = (self.experts - self.experts_per_token) * self.expert_params()
+        return self.total_params() - self.moe_layers * inactive
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layout:
+    """A training configuration; every field may be a numpy array (broadcast together).
+
+    A scalar query is a grid of one. gpus = tp * pp * cp * dp; ep divides dp (experts are
+    sharded across data-parallel ranks, as in Megatron-LM). vpp is the interleaving factor
+    (virtual pipeline stages per rank).
+    """
+
+    tp: Any = 1
+    pp: Any = 1
+    dp: Any = 1
+    cp: Any = 1
+    ep: Any = 1
+    vpp: Any = 1
+    zero: Any = 0  # 0..3 (3 = FSDP)
+    micro_batch: Any = 1  # sequences per micro-batch per replica
+    global_batch: Any = 1  # sequences per optimizer step
+    seq_len: Any = 2048
+    recompute: Any = R_NONE  # code into RECOMPUTE
+    precision: Any = BF16  # code into PRECISIONS
+    optimizer: Any = ADAMW  # code into OPTIMIZERS
+    sp: Any = True  # sequence parallelism (only has an effect when tp > 1)
+    flash: Any = True  # flash attention
+    offload: Any = False  # optimizer state offloaded to CPU (ZeRO-Offload)
+    dropout: Any = False
+
+    @property
+    def gpus(self) -> Any:
+        return self.tp * self.pp * self.cp * self.dp
+
+    @property
+    def microbatches(self) -> Any:
+        """Micro-batches per replica per step (gradient-accumulation steps)."""
+        return self.global_batch / (self.dp * self.micro_batch)
+
+    def valid_mask(self, model: ModelSpec) -> np.ndarray:
+        """Vectorized: which configurations are structurally valid for this model."""
+        tp, pp, cp, dp, ep = (np.asarray(x) for x in (self.tp, self.pp, self.cp, self.dp, self.ep))
+        vpp = np.asarray(self.vpp)
+        mb, gb, seq = (np.asarray(x) for x in (self.micro_batch, self.global_batch, self.seq_len))
+        # KV heads are split across TP ranks, or replicated when tp exceeds them (Megatron-LM).
+        ok = (model.heads % tp == 0) & ((model.kv_heads % tp == 0) | (tp % model.kv_heads == 0))
+        ok = ok & (model.layers % (pp * vpp) == 0)
+        ok = ok & (dp % ep == 0) & (gb % (dp * mb) == 0) & (mb * dp <= gb)
+        ok = ok & ((cp == 1) | (seq % (2 * cp) == 0))
+        if model.is_moe:
+            ok = ok & (model.experts % ep == 0)
+        else:
+            ok = ok & (ep == 1)
+        ok = ok & (np.asarray(self.zero) >= 0) & (np.asarray(self.zero) <= 3)
+        return np.broadcast_to(ok, np.broadcast(tp, pp, cp, dp, ep, mb, gb, seq, vpp).shape)
+
+    def check(self, model: ModelSpec, gpus: int | None = None) -> None:
+        """Scalar check with one clear line per problem (the CLI calls this)."""
+        tp, pp, cp, dp, ep = (int(x) for x in (self.tp, self.pp, self.cp, self.dp, self.ep))
+        for name, v in (("tp", tp), ("pp", pp), ("cp", cp), ("dp", dp), ("ep", ep)):
+            if v < 1:
+                raise ConfigError(f"--{name} must be at least 1, got {v}")
+        if gpus is not None and tp * pp * cp * dp != gpus:
+            raise ConfigError(
+                f"tp*pp*cp*dp = {tp}*{pp}*{cp}*{dp} = {tp * pp * cp * dp} does not equal "
+                f"--gpus {gpus}; change a degree or the GPU count"
+            )
+        if model.heads % tp or (model.kv_heads % tp and tp % model.kv_heads):
+            raise ConfigError(
+                f"--tp {tp} does not divide the model's {model.heads} attention heads "
+                f"({model.kv_heads} KV heads); "
+                f"use a divisor such as {largest_divisor(model.heads, tp)}"
+            )
+        if model.layers % (pp * int(self.vpp)):
+            raise ConfigError(
+                f"--pp {pp} (x {int(self.vpp)} interleaved stages) does not divide the model's "
+                f"{model.layers} layers; use a divisor such as {largest_divisor(model.layers, pp)}"
+            )
+        if ep > 1 and not model.is_moe:
+            raise ConfigError(f"--ep {ep} needs a mixture-of-experts model; {model.id} is dense")
+        if model.is_moe and model.experts % ep:
+            raise ConfigError(f"--ep {ep} does not divide the model's {model.experts} experts")
+        if dp % ep:
+            raise ConfigError(f"--ep {ep} must divide the data-parallel degree {dp}")
+        if cp > 1 and int(self.seq_len) % (2 * cp):
+            raise ConfigError(f"--cp {cp}: the sequence length must be a multiple of 2*cp")
+        if not 0 <= int(self.zero) <= 3:
+            raise ConfigError(f"--zero must be 0, 1, 2 or 3, got {int(self.zero)}")
+        mb, gb = int(self.micro_batch), int(self.global_batch)
+        if mb < 1 or gb < 1:
+            raise ConfigError("--micro-batch and --global-batch must be at least 1")
+        if mb * dp > gb:
+            raise ConfigError(
+                f"--micro-batch {mb} x dp {dp} = {mb * dp} sequences exceeds --global-batch {gb}; "
+                f"lower the micro-batch or raise the global batch"
+            )
+        if gb % (mb * dp):
+            raise ConfigError(
+                f"--global-batch {gb} is not a multiple of micro-batch x dp = {mb * dp}; "
+                f"use e.g. {((gb + mb * dp - 1) // (mb * dp)) * mb * dp}"
+            )
+
+
+def largest_divisor(n: int, at_most: int) -> int:
+    """Largest divisor of n that is <= at_most (for 'use a divisor such as ...' hints)."""
+    return max(d for d in range(1, max(1, at_most) + 1) if n % d == 0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hardware:
+    """Per-candidate hardware figures as arrays (built by the search from the catalog)."""
+
+    memory_bytes: Any
+    memory_bandwidth_bytes_per_s: Any
+    peak_flops: Any  # dense FLOP/s at the candidate's precision (nan where unsupported)
+    scale_up_bytes_per_s: Any  # per GPU, per direction
+    scale_up_latency_s: Any
+    scale_up_domain: Any  # GPUs per scale-up domain
+    scale_out_bytes_per_s: Any  # per GPU, per direction
+    scale_out_latency_s: Any
+    gpus_per_node: Any
+    tdp_watts: Any
+    family: Any = field(default="")  # efficiency family per candidate (array of str or int codes)
