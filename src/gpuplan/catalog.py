@@ -130,6 +130,10 @@ SCHEMAS: dict[str, dict[str, Field]] = {
         "shared_experts": ("int", False, None),
         "dense_layers": ("int", False, None),
         "max_seq_len": ("int", False, None),
+        "q_lora_rank": ("int", False, None),
+        "kv_lora_rank": ("int", False, None),
+        "rope_head_dim": ("int", False, None),
+        "v_head_dim": ("int", False, None),
         "params_published_b": ("optnum", False, 1e9),
     },
     "site": {

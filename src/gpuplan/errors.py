@@ -28,7 +28,7 @@ class UnknownIdError(GpuplanError):
         if self.suggestions:
             msg += "; did you mean " + " or ".join(f"'{s}'" for s in self.suggestions) + "?"
         if list_cmd:
-            msg += f" `{list_cmd}` lists them"
+            msg += ("; " if not self.suggestions else " ") + f"`{list_cmd}` lists them"
         super().__init__(msg)
 
 

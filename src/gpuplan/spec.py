@@ -168,6 +168,11 @@ class ModelSpec:
     moe_ffn: int = 0  # inner size of one expert (0 = ffn)
     shared_experts: int = 0
     dense_layers: int = 0  # leading layers with a dense MLP in an MoE model
+    # Multi-head latent attention (DeepSeek-V2/V3); 0 = ordinary attention.
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    rope_head_dim: int = 0  # decoupled rotary part of each query/key head
+    v_head_dim: int = 0  # value head size (0 = d_head)
     max_seq_len: int = 2048
     source: str = ""
     as_of: str = ""
@@ -211,7 +216,19 @@ class ModelSpec:
         return 3 if self.mlp == "swiglu" else 2
 
     # --- parameters (weights and biases ignored: < 0.1% for these models) ---------------
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
     def attention_params_per_layer(self) -> int:
+        if self.is_mla:  # DeepSeek-V2 (arXiv 2405.04434) section 2.1.2
+            qk_dim = self.d_head + self.rope_head_dim
+            v_dim = self.v_head_dim or self.d_head
+            q = (self.hidden * self.q_lora_rank + self.q_lora_rank * self.heads * qk_dim
+                 if self.q_lora_rank else self.hidden * self.heads * qk_dim)
+            kv_a = self.hidden * (self.kv_lora_rank + self.rope_head_dim)
+            kv_b = self.kv_lora_rank * self.heads * (self.d_head + v_dim)
+            return q + kv_a + kv_b + self.heads * v_dim * self.hidden
         q_out = self.heads * self.d_head
         kv_out = 2 * self.kv_heads * self.d_head
         return self.hidden * (q_out + kv_out) + q_out * self.hidden

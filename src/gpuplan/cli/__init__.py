@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 
 from ..errors import GpuplanError
@@ -37,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpuplan {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
+        if importlib.util.find_spec(f"{__name__}.{name}") is None:  # not written yet
+            continue
         importlib.import_module(f"{__name__}.{name}").register(sub)
     return parser
 

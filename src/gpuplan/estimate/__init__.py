@@ -1,0 +1,1 @@
+"""Estimate layer (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""Search layer (see DESIGN.md)."""
