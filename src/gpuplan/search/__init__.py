@@ -1,1 +1,1 @@
-"""Search layer (see DESIGN.md)."""
+"""Search (L4): builds hardware arrays and configuration grids from the catalog, evaluates them."""
