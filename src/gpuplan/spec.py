@@ -394,3 +394,6 @@ class Hardware:
     gpus_per_node: Any
     tdp_watts: Any
     family: Any = field(default="")  # efficiency family per candidate (array of str or int codes)
+    # Dense peak FLOP/s per precision code (shape (..., 4) indexed like PRECISIONS, nan where
+    # unsupported); when given, the timing model picks the column of each layout's precision.
+    peak_flops_by_precision: Any = None
