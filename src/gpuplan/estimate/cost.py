@@ -130,7 +130,7 @@ def commitment_cost(hours: Any, instances: Any, usd_per_instance_hour: Any, term
     share = h * n * rate
     stranded = committed - share
     reused = reuse * stranded
-    job_cost = share + stranded - reused
+    job_cost = share + (1 - reuse) * stranded
     with np.errstate(divide="ignore", invalid="ignore"):
         effective = np.where(h * n > 0, job_cost / (h * n), np.inf)
     return Commitment(terms, committed, share, stranded, reused, job_cost, effective)
@@ -180,7 +180,7 @@ def young_daly_interval_s(checkpoint_s: Any, interruptions_per_hour: Any) -> np.
     # Daly 2006, FGCS 22(3)). Infinite (never checkpoint) when nothing interrupts.
     lam_s = _nonneg("interruption rate", interruptions_per_hour) / HOUR
     d = _nonneg("checkpoint time", checkpoint_s)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):
         return np.where(lam_s > 0, np.sqrt(2 * d / np.where(lam_s > 0, lam_s, 1.0)), np.inf)
 
 
