@@ -63,8 +63,11 @@ def test_commitment_longer_than_term_buys_whole_terms():
 
 
 def test_committed_rate_per_used_hour():
-    # $20/h reserved, used 80% of the time -> $25 per used hour
+    # $20/h reserved, used 80% of the time, idle hours not reused -> $25 per used hour
     assert c.committed_usd_per_used_hour(20.0, 0.8) == pytest.approx(25.0, rel=EXACT)
+    # half the idle 20% reused by others: (0.8 + 0.2 x 0.5) x 20 / 0.8 = $22.50
+    assert c.committed_usd_per_used_hour(20.0, 0.8, 0.5) == pytest.approx(22.5, rel=EXACT)
+    assert c.committed_usd_per_used_hour(20.0, 0.3, 1.0) == pytest.approx(20.0, rel=EXACT)
     assert np.isinf(c.committed_usd_per_used_hour(20.0, 0.0))
 
 
@@ -224,15 +227,26 @@ def test_break_even_hand_computation():
     m = c.break_even_months(1e6, 1e4, 64, 0.5, 4.0)
     assert m == pytest.approx(1e6 / (4 * 64 * 0.5 * H_YEAR / 12 - 1e4), rel=EXACT)
     assert np.isnan(c.break_even_months(1e6, 1e5, 8, 0.5, 4.0))
+    # against a commitment at $2/h with half the idle hours reused: cloud per used hour is
+    # 2 (0.5 + 0.5/u); own 1.2/u  =>  u* = (1.2 - 1) / 1 = 0.2
+    assert c.break_even_utilization(1.2, 2.0, 0.5) == pytest.approx(0.2, rel=1e-12)
+    assert c.break_even_utilization(0.9, 2.0, 0.5) == 0.0  # owning wins at any utilization
+    assert np.isnan(c.break_even_utilization(1.2, 1.0, 0.0))  # both fixed, owning dearer
+    # months vs the commitment at u = 0.5: rent/month = 2 x 64 x (0.25 + 0.5) x 730.5
+    m = c.break_even_months(1e6, 1e4, 64, 0.5, 2.0, 0.5)
+    assert m == pytest.approx(1e6 / (2 * 64 * 0.75 * H_YEAR / 12 - 1e4), rel=EXACT)
 
 
-def test_at_break_even_owning_costs_the_cloud_rate():
-    """Independent check: at u*, own_tco's cost per used GPU-hour equals the cloud price."""
+@pytest.mark.parametrize("reuse", [1.0, 0.5, 0.2])
+def test_at_break_even_owning_costs_the_cloud_rate(reuse):
+    """Independent check: at u*, own_tco's cost per used GPU-hour equals the cloud's cost per
+    used GPU-hour at that utilization (1e-12 relative: float rounding)."""
     full = c.own_tco(**{**OWN, "utilization": 1.0}).usd_per_gpu_hour
-    cloud = 2.5 * full
-    u = c.break_even_utilization(full, cloud)
-    at_u = c.own_tco(**{**OWN, "utilization": float(u)}).usd_per_gpu_hour
-    assert at_u == pytest.approx(cloud, rel=1e-12)
+    cloud = 1.05 * full
+    u = float(c.break_even_utilization(full, cloud, reuse))
+    assert 0 < u < 1
+    at_u = c.own_tco(**{**OWN, "utilization": u}).usd_per_gpu_hour
+    assert at_u == pytest.approx(c.committed_usd_per_used_hour(cloud, u, reuse), rel=1e-12)
 
 
 # --- properties -----------------------------------------------------------------------------
@@ -264,7 +278,7 @@ def test_three_year_commitment_never_cheaper_than_its_rate(hours, inst, rate, re
     r = c.commitment_cost(hours, inst, rate, c.term_hours(c.RESERVED_3Y), reuse)
     assert r.effective_usd_per_hour >= rate * (1 - EXACT)
     assert r.job_cost_usd >= hours * inst * rate * (1 - EXACT)
-    assert c.committed_usd_per_used_hour(rate, util) >= rate * (1 - EXACT)
+    assert c.committed_usd_per_used_hour(rate, util, reuse) >= rate * (1 - EXACT)
 
 
 @settings(max_examples=100, deadline=None)
@@ -291,26 +305,27 @@ def test_goodput_parts_sum_to_one_and_fall_with_rate(delta, restart, r1, dr):
 
 @settings(max_examples=200, deadline=None)
 @given(capex=st.floats(1e3, 1e8), opex=st.floats(0, 1e6), gpus=st.integers(1, 4096),
-       u1=st.floats(0.01, 1.0), du=st.floats(0, 1.0), price=st.floats(0.1, 20))
-def test_break_even_months_fall_as_utilization_rises(capex, opex, gpus, u1, du, price):
+       u1=st.floats(0.01, 1.0), du=st.floats(0, 1.0), price=st.floats(0.1, 20), reuse=frac)
+def test_break_even_months_fall_as_utilization_rises(capex, opex, gpus, u1, du, price, reuse):
     """Higher owner utilization never lengthens the break-even: where owning pays back at u1 it
-    also pays back at u2 > u1, in no more months (relative slack 1e-12)."""
+    also pays back at u2 > u1, in no more months (relative slack 1e-12), for pay-per-use
+    (reuse 1) and committed (any reuse) renting alike."""
     u2 = min(1.0, u1 + du)
-    m1 = c.break_even_months(capex, opex, gpus, u1, price)
-    m2 = c.break_even_months(capex, opex, gpus, u2, price)
+    m1 = c.break_even_months(capex, opex, gpus, u1, price, reuse)
+    m2 = c.break_even_months(capex, opex, gpus, u2, price, reuse)
     if not np.isnan(m1):
         assert not np.isnan(m2) and m2 <= m1 * (1 + EXACT)
 
 
 @settings(max_examples=200, deadline=None)
-@given(full=st.floats(0.01, 10), p1=st.floats(0.01, 50), dp=st.floats(0, 50))
-def test_break_even_utilization_falls_as_cloud_price_rises(full, p1, dp):
-    """A dearer cloud mode never needs a higher utilization for owning to win; u* is in (0, 1]
+@given(full=st.floats(0.01, 10), p1=st.floats(0.01, 50), dp=st.floats(0, 50), reuse=frac)
+def test_break_even_utilization_falls_as_cloud_price_rises(full, p1, dp, reuse):
+    """A dearer cloud mode never needs a higher utilization for owning to win; u* is in [0, 1]
     or nan (owning never wins), and once finite it stays finite for dearer prices."""
-    a = c.break_even_utilization(full, p1)
-    b = c.break_even_utilization(full, p1 + dp)
+    a = c.break_even_utilization(full, p1, reuse)
+    b = c.break_even_utilization(full, p1 + dp, reuse)
     for u in (a, b):
-        assert np.isnan(u) or 0 < u <= 1
+        assert np.isnan(u) or 0 <= u <= 1
     if not np.isnan(a):
         assert b <= a * (1 + EXACT)
 

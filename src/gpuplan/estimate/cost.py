@@ -136,12 +136,17 @@ def commitment_cost(hours: Any, instances: Any, usd_per_instance_hour: Any, term
     return Commitment(terms, committed, share, stranded, reused, job_cost, effective)
 
 
-def committed_usd_per_used_hour(usd_per_hour: Any, utilization: Any) -> np.ndarray:
-    # Steady state: committed capacity used at utilization u costs rate / u per used hour
-    # (every hour of the term is paid; only u of them do work). Never below the rate.
+def committed_usd_per_used_hour(usd_per_hour: Any, utilization: Any,
+                                reuse_utilization: Any = 0.0) -> np.ndarray:
+    # Steady state over a term: the holder uses u of the committed hours; of the idle (1 - u),
+    # other work reuses a fraction r. Cost per used hour = rate (u + (1 - u)(1 - r)) / u
+    #   = rate (r + (1 - r)/u): rate / u with no reuse, the rate itself with full reuse.
     u = _fraction("utilization", utilization)
-    with np.errstate(divide="ignore"):
-        return np.where(u > 0, _nonneg("price", usd_per_hour) / np.where(u > 0, u, 1.0), np.inf)
+    r = _fraction("reuse utilization", reuse_utilization)
+    rate = _nonneg("price", usd_per_hour)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_used = rate * (r + (1 - r) / np.where(u > 0, u, 1.0))
+    return np.where((u > 0) | (r >= 1), per_used, np.inf)
 
 
 # --- reliability: failures, spot interruptions, checkpoints (Young 1974; Daly 2006) -----------
@@ -377,24 +382,37 @@ def own_job_cost_usd(gpu_hours: Any, usd_per_used_gpu_hour: Any) -> np.ndarray:
 
 
 # --- buy vs rent ----------------------------------------------------------------------------
-def break_even_utilization(own_usd_per_gpu_hour_at_full_use: Any,
-                           cloud_usd_per_used_gpu_hour: Any) -> np.ndarray:
-    # Owning costs F / u per used GPU-hour (F = all-in cost per calendar GPU-hour); renting
-    # costs c. Owning wins above u* = F / c; nan where u* > 1 (owning never wins).
+def break_even_utilization(own_usd_per_gpu_hour_at_full_use: Any, cloud_usd_per_gpu_hour: Any,
+                           reuse_utilization: Any = 1.0) -> np.ndarray:
+    """Owner utilization u* above which owning costs less per used GPU-hour than renting.
+
+    Owning costs F / u per used GPU-hour (F = all-in cost per calendar GPU-hour). Renting at
+    rate c costs c (r + (1 - r)/u) per used hour (see committed_usd_per_used_hour): r = 1 for
+    pay-per-use modes (on-demand, spot), r = the reuse of idle committed hours for commitments.
+    F/u = c r + c (1 - r)/u  =>  u* = (F - c (1 - r)) / (c r).
+    0 where owning wins at any utilization; nan where u* > 1 (owning never wins).
+    """
     f = _nonneg("own cost", own_usd_per_gpu_hour_at_full_use)
-    c = _nonneg("cloud price", cloud_usd_per_used_gpu_hour)
+    c = _nonneg("cloud price", cloud_usd_per_gpu_hour)
+    r = _fraction("reuse utilization", reuse_utilization)
+    fixed, per_use = c * (1 - r), c * r
     with np.errstate(divide="ignore", invalid="ignore"):
-        u = np.where(c > 0, f / np.where(c > 0, c, 1), np.inf)
+        u = np.where(per_use > 0, (f - fixed) / np.where(per_use > 0, per_use, 1),
+                     np.where(f < fixed, 0.0, np.inf))
+    u = np.maximum(u, 0.0)
     return np.where(u <= 1, u, np.nan)
 
 
 def break_even_months(capex_usd: Any, opex_usd_per_month: Any, gpus: Any, utilization: Any,
-                      cloud_usd_per_used_gpu_hour: Any) -> np.ndarray:
-    # Months m after which owning has cost less than renting the same used GPU-hours:
-    # capex + opex_m x m = c x gpus x u x 730.5 h x m  =>  m = capex / (c gpus u 730.5 - opex_m).
+                      cloud_usd_per_gpu_hour: Any, reuse_utilization: Any = 1.0) -> np.ndarray:
+    # Months m after which owning has cost less than renting the same used GPU-hours. Renting
+    # costs c gpus (r u + 1 - r) 730.5 h per month (r = 1 for pay-per-use; see above), so
+    # capex + opex_m m = rent_m m  =>  m = capex / (rent_m - opex_m).
     # Residual value ignored (conservative for owning); nan where renting always costs less.
-    rent_m = (_nonneg("cloud price", cloud_usd_per_used_gpu_hour) * _nonneg("gpus", gpus)
-              * _fraction("utilization", utilization) * HOURS_PER_MONTH)
+    u = _fraction("utilization", utilization)
+    r = _fraction("reuse utilization", reuse_utilization)
+    rent_m = (_nonneg("cloud price", cloud_usd_per_gpu_hour) * _nonneg("gpus", gpus)
+              * (r * u + 1 - r) * HOURS_PER_MONTH)
     saving = rent_m - _nonneg("opex", opex_usd_per_month)
     with np.errstate(divide="ignore", invalid="ignore"):
         m = _nonneg("capex", capex_usd) / np.where(saving > 0, saving, 1)
