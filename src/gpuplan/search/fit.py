@@ -1,0 +1,102 @@
+"""Which knob makes a configuration fit in GPU memory (L4), computed, not guessed.
+
+`fit_suggestions` takes one configuration that does not fit, builds its variants (one knob
+changed at a time), evaluates them all in a single vectorized `memory_breakdown` call and returns
+short phrases for the smallest change of each knob that fits, least disruptive first:
+recompute, ZeRO stage, CPU offload, micro-batch, tensor parallel, pipeline parallel, and finally
+more GPUs with ZeRO-3 (the smallest multiple of 8) -- or, when no GPU count fits, more GPUs with
+ZeRO-3 and full recompute together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+import numpy as np
+
+from ..estimate.memory import memory_breakdown
+from ..spec import RECOMPUTE, Layout, ModelSpec
+from ..units import GiB
+
+__all__ = ["fit_suggestions"]
+
+MAX_TP = 8  # tensor parallelism stays inside one 8-GPU server's scale-up domain
+MAX_GPUS = 65536  # largest cluster the "more GPUs" search considers
+
+
+def _scalar(layout: Layout) -> dict[str, Any]:
+    return {f.name: np.asarray(getattr(layout, f.name)).item() for f in fields(layout)}
+
+
+def _variants(model: ModelSpec, base: dict[str, Any], gpus: int) -> list[tuple[str, str, dict]]:
+    """(knob, flag text, field overrides), in order from least to most disruptive."""
+    out: list[tuple[str, str, dict]] = []
+    for r in range(int(base["recompute"]) + 1, len(RECOMPUTE)):
+        out.append(("recompute", f"--recompute {RECOMPUTE[r]}", {"recompute": r}))
+    for z in range(int(base["zero"]) + 1, 4):
+        out.append(("zero", f"--zero {z}", {"zero": z}))
+    if not base["offload"]:
+        out.append(("offload", "--offload", {"offload": True}))
+    mb = int(base["micro_batch"])
+    for m in sorted((m for m in range(1, mb) if mb % m == 0), reverse=True):
+        out.append(("micro_batch", f"--micro-batch {m}", {"micro_batch": m}))
+    tp, pp, cp = int(base["tp"]), int(base["pp"]), int(base["cp"])
+    for t in range(tp + 1, MAX_TP + 1):
+        if gpus % (t * pp * cp) == 0:
+            out.append(("tp", f"--tp {t}", {"tp": t, "dp": gpus // (t * pp * cp)}))
+    for p in range(pp + 1, model.layers + 1):
+        if model.layers % p == 0 and gpus % (tp * p * cp) == 0:
+            out.append(("pp", f"--pp {p}", {"pp": p, "dp": gpus // (tp * p * cp)}))
+    per_replica = tp * pp * cp
+    counts = [n for n in range(8 * (gpus // 8 + 1), MAX_GPUS + 1, 8) if n % per_replica == 0]
+    for n in counts:
+        out.append(("gpus", f"{n}", {"zero": 3, "dp": n // per_replica}))
+    if int(base["recompute"]) < len(RECOMPUTE) - 1:  # last resort: both, then more GPUs
+        full = len(RECOMPUTE) - 1
+        for n in counts:
+            out.append(("gpus+full", f"{n}", {"zero": 3, "dp": n // per_replica,
+                                               "recompute": full}))
+    return out
+
+
+def fit_suggestions(
+    model: ModelSpec,
+    layout: Layout,
+    capacity_bytes: float,
+    gpus: int,
+    *,
+    runtime_overhead_bytes: float,
+    fragmentation: float,
+) -> list[str]:
+    """Phrases such as "fits with --recompute full (71.2 GiB of 80.0 GiB)"; [] if it fits.
+
+    Each knob is changed alone from `layout` (a single configuration), keeping the global batch
+    and, for tp/pp, the GPU count. Only structurally valid variants (`Layout.valid_mask`) count.
+    """
+    kw = dict(runtime_overhead_bytes=runtime_overhead_bytes, fragmentation=fragmentation)
+    if float(memory_breakdown(model, layout, **kw).total) <= capacity_bytes:
+        return []
+    base = _scalar(layout)
+    variants = _variants(model, base, gpus)
+    if not variants:
+        return []
+    cols = {k: np.array([ov.get(k, base[k]) for _, _, ov in variants]) for k in base}
+    grid = Layout(**cols)
+    total = np.asarray(memory_breakdown(model, grid, **kw).total)
+    ok = grid.valid_mask(model) & (total <= capacity_bytes)
+    cap = capacity_bytes / GiB
+    out: list[str] = []
+    done: set[str] = set()
+    for i, (knob, flag, _) in enumerate(variants):
+        if knob in done or not ok[i] or (knob == "gpus+full" and "gpus" in done):
+            continue
+        done.add(knob)
+        used = f"({total[i] / GiB:.1f} GiB of {cap:.1f} GiB)"
+        if knob == "gpus":
+            out.append(f"needs >= {flag} GPUs with --zero 3 {used}")
+        elif knob == "gpus+full":
+            out.append(f"needs >= {flag} GPUs with --zero 3 --recompute full {used}")
+        else:
+            out.append(f"fits with {flag} {used}")
+    return out
