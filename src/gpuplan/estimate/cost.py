@@ -419,6 +419,30 @@ def break_even_months(capex_usd: Any, opex_usd_per_month: Any, gpus: Any, utiliz
     return np.where(saving > 0, m, np.nan)
 
 
+# --- first-order size of a job (for scenario answers; the timing model is estimate/timing.py) --
+MIXED_ADAMW_STATE_BYTES_PER_PARAM = 16.0  # 2 + 2 + 12: fp16 weights, grads, K=12 (ZeRO sec. 3.1)
+
+
+def training_flops_6nd(params: Any, tokens: Any) -> np.ndarray:
+    # C = 6 N D: forward 2 N D + backward 4 N D FLOP (Kaplan et al. 2020, sec. 2.1,
+    # https://arxiv.org/abs/2001.08361); attention FLOPs neglected
+    return 6.0 * _nonneg("parameters", params) * _nonneg("tokens", tokens)
+
+
+def first_order_train_s(flops: Any, gpus: Any, peak_flops: Any, mfu: Any) -> np.ndarray:
+    # time = FLOPs / (GPUs x dense peak x MFU), MFU as defined in PaLM (Chowdhery et al. 2022,
+    # appendix B, https://arxiv.org/abs/2204.02311)
+    rate = _nonneg("gpus", gpus) * _nonneg("peak FLOP/s", peak_flops) * _fraction("MFU", mfu)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(rate > 0, _nonneg("FLOPs", flops) / np.where(rate > 0, rate, 1), np.inf)
+
+
+def min_model_state_bytes(params: Any) -> np.ndarray:
+    # weights + gradients + AdamW state at 16 B/param: the least memory the whole cluster needs
+    # even fully sharded (ZeRO-3) without offload, before any activation
+    return _nonneg("parameters", params) * MIXED_ADAMW_STATE_BYTES_PER_PARAM
+
+
 # --- one job in any mode (vectorized over the mode code) ------------------------------------
 def job_cost_usd(mode: Any, hours: Any, instances: Any, usd_per_instance_hour: Any,
                  reuse_utilization: Any) -> np.ndarray:

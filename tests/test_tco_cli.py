@@ -1,0 +1,268 @@
+"""`gpuplan tco` on a tiny in-memory catalog overlay, checked against hand computations (#5).
+
+The overlay below defines its own fabric, GPU, server, cloud offer and every site value, so no
+figure here depends on the package catalog. Exact arithmetic: relative tolerance 1e-9 (the CLI
+round-trips through JSON, which keeps 17 significant digits).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+H_YEAR = 365.25 * 24
+REL = 1e-9
+
+SITE = {  # name -> value (the overlay writes each as [site.NAME])
+    "electricity_usd_per_kwh": 0.10, "pue": 1.5, "colocation_usd_per_kw_month": 100,
+    "maintenance_fraction_per_year": 0.05, "depreciation_years": 2, "network_usd_per_gpu": 1000,
+    "storage_usd_per_gpu": 500, "install_fraction": 0.10, "staff_usd_per_gpu_year": 2000,
+    "residual_value_fraction": 0.20, "gpu_load_factor": 0.8, "grid_kg_co2e_per_kwh": 0.4,
+    "spot_interruptions_per_hour": 0.01, "gpu_mtbf_hours": 50_000,
+    "checkpoint_bytes_per_s_per_node": 1e9, "restart_s": 600, "reserved_reuse_utilization": 0.5,
+}
+
+OVERLAY = """
+[[fabric]]
+id = "t-link"
+name = "test scale-up link"
+kind = "scale-up"
+gb_per_s_per_direction = 100.0
+latency_us = 2.0
+source = "test"
+as_of = "2026-01-01"
+
+[[fabric]]
+id = "t-host"
+name = "test host link"
+kind = "host"
+gb_per_s_per_direction = 32.0
+latency_us = 1.0
+source = "test"
+as_of = "2026-01-01"
+
+[[accelerator]]
+id = "tgpu"
+name = "Test GPU"
+vendor = "nvidia"
+architecture = "test"
+family = "tgpu"
+form_factor = "SXM"
+memory_gib = 80.0
+memory_bandwidth_gb_per_s = 2000.0
+peak_tflops = { bf16 = 400.0 }
+scale_up_kind = "nvlink"
+scale_up_fabric = "t-link"
+scale_up_gb_per_s = 200.0
+host_interface = "t-host"
+tdp_watts = 500.0
+launch_date = "2026-01-01"
+software = "CUDA"
+export_cn = "allowed"
+export_cn_rule = "test"
+export_cn_date = "2026-01-01"
+source = "test"
+as_of = "2026-01-01"
+
+[[system]]
+id = "tbox"
+name = "Test Box"
+kind = "server"
+accelerator = "tgpu"
+gpus_per_node = 4
+scale_up_domain = 4
+max_power_watts = 3000.0
+price_usd = 100000.0
+source = "test"
+as_of = "2026-01-01"
+
+[[system]]
+id = "tbox-noprice"
+name = "Test Box without a price"
+kind = "server"
+accelerator = "tgpu"
+gpus_per_node = 4
+scale_up_domain = 4
+max_power_watts = 3000.0
+source = "test"
+as_of = "2026-01-01"
+
+[[offer]]
+id = "tcloud-4x"
+cloud = "tcloud"
+instance_type = "t.4x"
+accelerator = "tgpu"
+count = 4
+region = "here"
+usd_per_hour = { "on-demand" = 20.0, "spot" = 8.0, "reserved-1y" = 14.0, "reserved-3y" = 10.0 }
+capacity_block_usd_per_hour = 16.0
+network_gbit_per_s = 400.0
+source = "test"
+as_of = "2026-01-01"
+
+[scenarios.tiny]
+title = "a test scenario"
+article_claim = "a test claim"
+article_where = "nowhere"
+model = "llama2-7b"
+tokens = "1T"
+budget_usd = 100000
+deadline_days = 30
+system = "tbox"
+nodes = 2
+utilization = 0.5
+precision = "bf16"
+mfu = 0.4
+"""
+
+
+@pytest.fixture
+def overlay(tmp_path):
+    text = OVERLAY + "".join(
+        f'\n[site.{k}]\nvalue = {v}\nunit = "test"\nsource = "test"\nas_of = "2026-01-01"\n'
+        for k, v in SITE.items())
+    path = tmp_path / "tiny.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def tco(run_cli, overlay, *argv):
+    code, out, err = run_cli("tco", *argv, "--catalog", overlay, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def hand_own(nodes=2, util=0.5, pue=1.5, kwh=0.10, years=2.0):
+    """The test_cost hand computation, for the overlay's box (host load = GPU load = 0.8)."""
+    gpus = 4 * nodes
+    servers, network, storage = nodes * 100_000, gpus * 1000, gpus * 500
+    capex = (servers + network + storage) * 1.10
+    it_w = gpus * 500 * 0.8 + nodes * (3000 - 4 * 500) * 0.8
+    opex = {"power": it_w / 1000 * H_YEAR * pue * kwh, "colocation": nodes * 3.0 * 100 * 12,
+            "maintenance": 0.05 * capex, "staff": gpus * 2000}
+    total = capex + years * sum(opex.values()) - 0.20 * servers
+    return {"capex": capex, "opex": opex, "total": total, "gpus": gpus,
+            "per_used": total / (gpus * years * H_YEAR * util),
+            "full": total / (gpus * years * H_YEAR), "it_w": it_w}
+
+
+def test_tco_json_matches_hand_computation(run_cli, overlay):
+    r = tco(run_cli, overlay, "--system", "tbox", "--nodes", "2", "--utilization", "0.5")
+    h = hand_own()
+    assert r["capex_usd"] == pytest.approx(h["capex"], rel=REL)
+    assert set(r["opex_usd_per_year"]) == {"power", "colocation", "maintenance", "staff"}
+    for k, v in h["opex"].items():
+        assert r["opex_usd_per_year"][k] == pytest.approx(v, rel=REL), k
+    assert r["usd_per_gpu_hour"] == pytest.approx(h["per_used"], rel=REL)
+    # the per-GPU-hour lines add up to the total
+    assert sum(r["usd_per_gpu_hour_lines"].values()) == pytest.approx(r["usd_per_gpu_hour"],
+                                                                      rel=REL)
+    assert r["co2e_kg_per_year"] == pytest.approx(h["it_w"] / 1000 * H_YEAR * 1.5 * 0.4, rel=REL)
+    assert r["assumptions"]["years"]["from"].startswith("site depreciation_years")
+    assert "cloud" not in r
+
+
+def test_flags_override_site_values(run_cli, overlay):
+    r = tco(run_cli, overlay, "--system", "tbox", "--nodes", "2", "--utilization", "0.5",
+            "--electricity", "0.2", "--pue", "1.2", "--years", "4")
+    h = hand_own(pue=1.2, kwh=0.2, years=4.0)
+    assert r["usd_per_gpu_hour"] == pytest.approx(h["per_used"], rel=REL)
+    assert r["assumptions"]["pue"] == {"value": 1.2, "from": "flag"}
+
+
+def test_compare_cloud_rows_and_break_even_by_hand(run_cli, overlay):
+    r = tco(run_cli, overlay, "--system", "tbox", "--nodes", "2", "--utilization", "0.5",
+            "--compare-cloud")
+    h = hand_own()
+    rows = {row["pricing"]: row for row in r["cloud"]}
+    assert set(rows) == {"on-demand", "spot", "reserved-1y", "reserved-3y", "capacity-block"}
+    for row in r["cloud"]:
+        assert {"offer", "pricing", "usd_per_gpu_hour"} <= set(row)
+    # on-demand: $20 / 4 GPUs = $5 per GPU-hour; owning wins above F / 5
+    assert rows["on-demand"]["usd_per_gpu_hour"] == pytest.approx(5.0, rel=REL)
+    assert r["break_even_utilization"]["on-demand"] == pytest.approx(h["full"] / 5.0, rel=REL)
+    # reserved-3y: $2.50 list; at 50% use with half the idle hours reused:
+    # 2.5 (0.5 + 0.5 / 0.5) = $3.75 per used GPU-hour; u* = (F - 2.5 x 0.5) / (2.5 x 0.5)
+    assert rows["reserved-3y"]["usd_per_gpu_hour"] == pytest.approx(3.75, rel=REL)
+    u3 = (h["full"] - 1.25) / 1.25
+    expect = None if u3 > 1 else max(u3, 0.0)
+    assert r["break_even_utilization"]["reserved-3y"] == (
+        pytest.approx(expect, rel=REL) if expect is not None else None)
+    # spot without --model: the list price, no interruption overhead (goodput not applied)
+    assert rows["spot"]["usd_per_gpu_hour"] == pytest.approx(2.0, rel=REL)
+    assert rows["spot"]["goodput"] is None
+    # months to pay back against on-demand: capex / (5 x 8 x 0.5 x 730.5 - opex / 12)
+    m = h["capex"] / (5 * 8 * 0.5 * H_YEAR / 12 - sum(h["opex"].values()) / 12)
+    assert r["break_even_months"]["on-demand"] == pytest.approx(m, rel=REL)
+
+
+def test_spot_with_model_applies_goodput(run_cli, overlay):
+    """llama2-7b checkpoint (params x 14 B) over 2 instances at 1 GB/s each, 0.01 interruptions
+    per instance-hour, restart 600 s: spot per used hour = $2 / goodput (Young-Daly)."""
+    r = tco(run_cli, overlay, "--system", "tbox", "--nodes", "2", "--utilization", "0.5",
+            "--compare-cloud", "--pricing", "spot", "--model", "llama2-7b")
+    (row,) = r["cloud"]
+    from gpuplan.catalog import load_catalog
+
+    params = load_catalog().model("llama2-7b").total_params()
+    delta = params * 14 / (2 * 1e9)
+    lam = 2 * 0.01 / 3600
+    root = math.sqrt(delta * lam / 2)
+    g = (1 - lam * 600 - root) / (1 + root)
+    assert row["goodput"] == pytest.approx(g, rel=REL)
+    assert row["usd_per_gpu_hour"] == pytest.approx(2.0 / g, rel=REL)
+
+
+def test_text_output_is_a_readable_table(run_cli, overlay):
+    code, out, err = run_cli("tco", "--system", "tbox", "--nodes", "2", "--utilization", "0.5",
+                             "--compare-cloud", "--catalog", overlay)
+    assert code == 0, err
+    for word in ("capex", "per year", "per used GPU-hour", "depreciation", "power",
+                 "colocation", "maintenance", "staff", "tcloud-4x", "reserved-3y",
+                 "own wins above", "assumption"):
+        assert word in out, word
+    h = hand_own()
+    assert f"${h['per_used']:.3f}" in out
+
+
+def test_scenario_prints_assumptions_and_answer(run_cli, overlay):
+    r = tco(run_cli, overlay, "--scenario", "tiny")
+    ans = r["scenario"]["answer"]
+    assert r["system"] == "tbox" and r["nodes"] == 2
+    # 6 N D with N = llama2-7b's parameter count, D = 1e12
+    from gpuplan.catalog import load_catalog
+
+    n = load_catalog().model("llama2-7b").active_params()
+    assert ans["training_flops"] == pytest.approx(6 * n * 1e12, rel=REL)
+    useful_days = 6 * n * 1e12 / (8 * 400e12 * 0.4) / 86400
+    assert ans["wall_days"] == pytest.approx(useful_days / ans["goodput"], rel=REL)
+    assert ans["meets_deadline"] is False  # hundreds of days on 8 GPUs, not 30
+    assert ans["cash_up_front_over_budget_usd"] == pytest.approx(hand_own()["capex"] - 1e5,
+                                                                 rel=REL)
+    code, out, _ = run_cli("tco", "--scenario", "tiny", "--catalog", overlay)
+    assert code == 0 and "a test claim" in out and "missed" in out and "over budget" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--system", "tbox", "--utilization", "1.5"],
+     "--utilization must be a fraction between 0 and 1, got 1.5"),
+    (["--system", "tbox", "--utilization", "0.5", "--electricity", "-0.1"],
+     "--electricity must be a number >= 0, got -0.1"),
+    (["--system", "tbox", "--utilization", "0.5", "--price", "-5"],
+     "--price must be a number >= 0, got -5"),
+    (["--system", "tbox", "--utilization", "0.5", "--pue", "0.8"], "--pue must be at least 1"),
+    (["--system", "tbox", "--utilization", "0.5", "--compare-cloud", "--pricing", "reserved-5y"],
+     "unknown pricing mode 'reserved-5y'; choose one of"),
+    (["--system", "tbx", "--utilization", "0.5"], "unknown system 'tbx'; did you mean 'tbox'"),
+    (["--system", "tbox"], "give --utilization"),
+    (["--utilization", "0.5"], "give --system"),
+    (["--system", "tbox-noprice", "--utilization", "0.5"], "has no price in the catalog"),
+    (["--scenario", "tinny"], "unknown scenario 'tinny'; did you mean 'tiny'"),
+])
+def test_bad_input_one_line_exit_2(run_cli, overlay, argv, message):
+    code, out, err = run_cli("tco", *argv, "--catalog", overlay)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1, err
+    assert message in err
