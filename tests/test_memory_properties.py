@@ -1,0 +1,140 @@
+"""Hypothesis properties of the memory model: sharding never adds memory, recompute ordering,
+linearity in the micro-batch, parts summing to the total, vectorized == scalar."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuplan.estimate.memory import layer_activation_bytes, memory_breakdown
+from gpuplan.spec import R_FULL, R_NONE, R_SELECTIVE, Layout, ModelSpec
+
+OVERHEAD = dict(runtime_overhead_bytes=2.0**30, fragmentation=0.05)
+REL = 1e-9  # float64 round-off only: the comparisons below are exact in real arithmetic
+
+
+@st.composite
+def models(draw: st.DrawFn) -> ModelSpec:
+    heads = draw(st.sampled_from([8, 16, 32]))
+    kv = draw(st.sampled_from([1, 2, 4, 8, heads]))
+    hidden = heads * draw(st.sampled_from([32, 64, 128]))
+    moe = draw(st.booleans())
+    return ModelSpec(
+        id="h", name="h", layers=draw(st.sampled_from([8, 16, 32])), hidden=hidden,
+        heads=heads, kv_heads=kv, ffn=hidden * draw(st.sampled_from([2, 3, 4])),
+        vocab=draw(st.sampled_from([1000, 32000, 128000])),
+        mlp=draw(st.sampled_from(["gelu", "swiglu"])),
+        tied_embeddings=draw(st.booleans()),
+        experts=8 if moe else 0, experts_per_token=2 if moe else 0,
+        dense_layers=draw(st.sampled_from([0, 1])) if moe else 0,
+    )
+
+
+@st.composite
+def layouts(draw: st.DrawFn) -> Layout:
+    mb = draw(st.sampled_from([1, 2, 4]))
+    dp = draw(st.sampled_from([1, 2, 4, 8, 16]))
+    return Layout(
+        tp=draw(st.sampled_from([1, 2, 4, 8])), pp=draw(st.sampled_from([1, 2, 4, 8])), dp=dp,
+        cp=draw(st.sampled_from([1, 2])), ep=1, vpp=1, zero=draw(st.integers(0, 3)),
+        micro_batch=mb, global_batch=mb * dp * draw(st.sampled_from([1, 2, 8, 32])),
+        seq_len=draw(st.sampled_from([512, 2048, 8192])), recompute=draw(st.integers(0, 2)),
+        precision=draw(st.integers(0, 3)), optimizer=draw(st.integers(0, 2)),
+        sp=draw(st.booleans()), flash=draw(st.booleans()), offload=draw(st.booleans()),
+        dropout=draw(st.booleans()),
+    )
+
+
+def total(model: ModelSpec, lay: Layout) -> float:
+    return float(memory_breakdown(model, lay, **OVERHEAD).total)
+
+
+def not_more(a: float, b: float) -> bool:
+    return a <= b * (1 + REL)
+
+
+@settings(max_examples=150, deadline=None)
+@given(models(), layouts(), st.sampled_from(["tp", "pp", "dp", "cp"]))
+def test_raising_a_parallel_degree_never_raises_memory(model, lay, knob):
+    """Doubling tp, pp, dp or cp (global batch fixed, 1F1B schedule) never raises the per-GPU
+    total. Interleaved schedules are excluded: there raising pp really does add activations
+    (pp * (1 + (pp - 1)/(pp * vpp)) micro-batches in flight)."""
+    bigger = replace(lay, **{knob: getattr(lay, knob) * 2})
+    assert not_more(total(model, bigger), total(model, lay))
+
+
+@settings(max_examples=100, deadline=None)
+@given(models(), layouts())
+def test_raising_ep_never_raises_memory(model, lay):
+    """Expert parallelism (MoE models, ep dividing dp) never raises the per-GPU total."""
+    if not model.is_moe or lay.dp < 2:
+        return
+    a, b = replace(lay, ep=1), replace(lay, ep=2)
+    assert not_more(total(model, b), total(model, a))
+
+
+@settings(max_examples=150, deadline=None)
+@given(models(), layouts())
+def test_raising_zero_stage_never_raises_memory(model, lay):
+    """ZeRO 0 -> 1 -> 2 never raises memory. 2 -> 3 never does when the shard group dp*cp is at
+    least 8 and a stage holds at least 8 layers; below that the gathered buffers (two layers, one
+    layer of gradients, the root unit) can outweigh the savings, a real effect tested in
+    test_memory.py::test_zero3_can_cost_more_than_zero2_on_two_gpus."""
+    for z in (0, 1):
+        assert not_more(total(model, replace(lay, zero=z + 1)), total(model, replace(lay, zero=z)))
+    if lay.dp * lay.cp >= 8 and model.layers // lay.pp >= 8:
+        root_to_layer = model.vocab * model.hidden / model.layer_params(model.is_moe)
+        if root_to_layer <= 8:  # the root unit is at most 8 layers' worth
+            assert not_more(total(model, replace(lay, zero=3)), total(model, replace(lay, zero=2)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(models(), layouts())
+def test_recompute_full_le_selective_le_none(model, lay):
+    """Full recompute <= selective <= none, for the per-layer stored bytes and the GPU total."""
+    t = [total(model, replace(lay, recompute=r)) for r in (R_FULL, R_SELECTIVE, R_NONE)]
+    assert not_more(t[0], t[1]) and not_more(t[1], t[2])
+    kw = dict(seq_len=lay.seq_len, micro_batch=lay.micro_batch, tp=lay.tp, cp=lay.cp, sp=lay.sp,
+              flash=lay.flash, precision=lay.precision, dropout=lay.dropout)
+    per = [float(layer_activation_bytes(model, recompute=r, **kw))
+           for r in (R_FULL, R_SELECTIVE, R_NONE)]
+    assert per[0] <= per[1] <= per[2]
+
+
+@settings(max_examples=150, deadline=None)
+@given(models(), layouts(), st.sampled_from([2, 3, 4]))
+def test_activations_linear_in_micro_batch(model, lay, k):
+    """Activations and logits scale exactly with the micro-batch when the number of micro-batches
+    per step is held fixed (global batch scaled too)."""
+    a = memory_breakdown(model, lay, **OVERHEAD)
+    b = memory_breakdown(model, replace(lay, micro_batch=lay.micro_batch * k,
+                                        global_batch=lay.global_batch * k), **OVERHEAD)
+    assert float(b.activations) == pytest.approx(k * float(a.activations), rel=REL)
+    assert float(b.logits) == pytest.approx(k * float(a.logits), rel=REL)
+
+
+@settings(max_examples=150, deadline=None)
+@given(models(), layouts())
+def test_total_is_sum_of_parts(model, lay):
+    bd = memory_breakdown(model, lay, **OVERHEAD)
+    assert float(bd.total) == pytest.approx(sum(float(v) for v in bd.parts().values()), rel=REL)
+    s = bd.summary()
+    assert s["total"] == pytest.approx(sum(v for k, v in s.items() if k != "total"), rel=REL)
+
+
+@settings(max_examples=20, deadline=None)
+@given(models(), st.lists(layouts(), min_size=2, max_size=12))
+def test_vectorized_equals_elementwise(model, lays):
+    """One call over arrays of configurations gives exactly the per-configuration results."""
+    names = [f for f in Layout.__dataclass_fields__]
+    grid = Layout(**{f: np.array([getattr(x, f) for x in lays]) for f in names})
+    vec = memory_breakdown(model, grid, **OVERHEAD)
+    for i, lay in enumerate(lays):
+        one = memory_breakdown(model, lay, **OVERHEAD)
+        for name, v in one.parts().items():
+            assert float(np.asarray(vec.parts()[name])[i]) == float(v), name
+        assert int(np.asarray(vec.stage)[i]) == int(one.stage)
