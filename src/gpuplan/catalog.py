@@ -341,6 +341,8 @@ class Catalog:
     def resolve(self, kind: str, name: str) -> str:
         """An id or alias (any case, spaces or dashes) -> the canonical id, or UnknownIdError."""
         key = normalize(name)
+        if kind == "site":  # site names are stored with underscores (see _merge_docs)
+            key = key.replace("-", "_")
         table = self._table(kind)
         if key in table:
             return key
