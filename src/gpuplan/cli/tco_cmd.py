@@ -338,6 +338,7 @@ def scenario_answer(cat: Any, sc: dict[str, Any], system: Any, acc: Any, own: di
         "model": model.id, "params": params, "tokens": tokens, "precision": precision,
         "mfu": mfu, "training_flops": _f(flops),
         "peak_flops_total": gpus * acc.peak_flops[precision],
+        "peak_flops_total_by_precision": {k: gpus * x for k, x in acc.peak_flops.items()},
         "goodput": _f(g.goodput), "wall_days": wall_s / DAY, "gpu_hours": gpu_hours,
         "model_state_bytes": _f(state), "cluster_memory_bytes": hbm,
         "model_state_fits": bool(state <= hbm),
@@ -346,6 +347,7 @@ def scenario_answer(cat: Any, sc: dict[str, Any], system: Any, acc: Any, own: di
                                          inp.values["pue"])),
     })
     out["co2e_kg"] = _f(cost.co2e_kg(out["energy_kwh"], inp.values["grid"]))
+    out["run_longer_than_life"] = out["wall_days"] > inp.values["years"] * 365.25
     if "deadline_days" in sc:
         out["deadline_days"] = float(sc["deadline_days"])
         out["meets_deadline"] = out["wall_days"] <= float(sc["deadline_days"])
@@ -443,8 +445,12 @@ def render_cloud(rec: dict[str, Any], best: dict[str, dict[str, Any]]) -> str:
     def pct(x: float | None) -> str:
         return "never" if x is None or not math.isfinite(x) else f"{x:.0%}"
 
+    life = rec["years"] * 12
+
     def months(x: float | None) -> str:
-        return "never" if x is None or not math.isfinite(x) else f"{x:.1f}"
+        if x is None or not math.isfinite(x):
+            return "never"
+        return f"{x:.1f}" + (" (> life)" if x > life else "")
 
     rows = []
     for r in rec["cloud"]:
@@ -490,6 +496,11 @@ def render_scenario(s: dict[str, Any]) -> str:
             f"({ans['precision']} dense) and goodput {ans['goodput']:.1%}: "
             f"{ans['wall_days']:,.0f} days ({ans['wall_days'] / 365.25:.1f} years), "
             f"{num(ans['gpu_hours'])} GPU-hours")
+        peaks = ans["peak_flops_total_by_precision"]
+        lines.append("  dense peak of the cluster: "
+                     + ", ".join(f"{k} {num(v)} FLOP/s" for k, v in peaks.items()))
+        if ans["run_longer_than_life"]:
+            lines.append(f"  the run outlasts the {inp.get('years', '')}-year life of the servers")
         fits = "fits in" if ans["model_state_fits"] else "does NOT fit in"
         lines.append(f"  model state (weights, grads, AdamW: 16 B/param) "
                      f"{gib(ans['model_state_bytes']):,.0f} GiB {fits} the cluster's "
