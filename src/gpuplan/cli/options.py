@@ -1,0 +1,90 @@
+"""Options shared by `estimate` and `plan`: the model, the batch, the site overrides."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from . import nonneg_float, positive_int
+
+MODEL_HELP = """model: --model ID (a preset, see `gpuplan models`) or --model path/to/config.json
+(a Hugging Face config on disk), or explicit --layers --hidden --heads --vocab [--kv-heads --ffn
+--mlp]; with explicit flags the defaults are a GELU MLP of 4*hidden, kv-heads = heads and untied
+embeddings."""
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model", MODEL_HELP)
+    g.add_argument("--model", help="preset id/alias or path to a config.json")
+    g.add_argument("--layers", type=positive_int)
+    g.add_argument("--hidden", type=positive_int)
+    g.add_argument("--heads", type=positive_int)
+    g.add_argument("--kv-heads", type=positive_int, help="default: --heads (no GQA)")
+    g.add_argument("--ffn", type=positive_int, help="MLP inner size (default: 4*hidden)")
+    g.add_argument("--vocab", type=positive_int)
+    g.add_argument("--mlp", choices=("gelu", "swiglu"), default="gelu")
+    g.add_argument("--tied-embeddings", action="store_true",
+                   help="input embedding and LM head share weights (default: untied)")
+
+
+def add_batch_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("batch")
+    g.add_argument("--seq-len", type=positive_int,
+                   help="sequence length (default: the model's, at most 8192)")
+    g.add_argument("--global-batch", type=positive_int,
+                   help="sequences per optimizer step (default: about 4M tokens, rounded to "
+                   "a multiple of data-parallel x micro-batch)")
+
+
+def resolve_model(args: argparse.Namespace, cat: Any) -> Any:
+    from ..errors import ConfigError
+    from ..workload import model_from_flags
+    from ..workload import resolve_model as resolve
+
+    dims = {k: getattr(args, k) for k in ("layers", "hidden", "heads", "vocab")}
+    if args.model and any(v is not None for v in dims.values()):
+        raise ConfigError("give either --model or explicit --layers/--hidden/--heads/--vocab, "
+                          "not both")
+    if args.model:
+        return resolve(cat, args.model)
+    missing = [f"--{k}" for k, v in dims.items() if v is None]
+    if missing:
+        raise ConfigError(
+            f"no model given: pass --model ID (see `gpuplan models`) or all of "
+            f"--layers --hidden --heads --vocab (missing {' '.join(missing)})")
+    return model_from_flags(layers=args.layers, hidden=args.hidden, heads=args.heads,
+                            vocab=args.vocab, kv_heads=args.kv_heads, ffn=args.ffn,
+                            mlp=args.mlp, tied_embeddings=args.tied_embeddings)
+
+
+DEFAULT_BATCH_TOKENS = 4 * 2**20  # ~4M tokens per step, as GPT-3/Llama-class runs use
+
+
+def default_seq_len(model: Any) -> int:
+    return int(min(model.max_seq_len, 8192))
+
+
+def default_global_batch(seq_len: int, multiple: int) -> int:
+    """About 4M tokens per step, rounded up to a multiple of dp x micro-batch."""
+    seqs = max(1, round(DEFAULT_BATCH_TOKENS / seq_len))
+    return max(multiple, -(-seqs // multiple) * multiple)
+
+
+def add_site_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("site and reliability (defaults from `gpuplan catalog site`)")
+    g.add_argument("--utilization", type=_fraction_arg,
+                   help="share of an owned cluster's hours doing useful work (default 0.7)")
+    g.add_argument("--years", type=nonneg_float, help="depreciation period of owned hardware")
+    g.add_argument("--electricity", type=nonneg_float, help="USD per kWh")
+    g.add_argument("--pue", type=nonneg_float, help="power usage effectiveness (>= 1)")
+    g.add_argument("--grid-intensity", type=nonneg_float, help="kg CO2e per kWh")
+    g.add_argument("--interruptions", type=nonneg_float,
+                   help="spot interruptions per instance-hour")
+    g.add_argument("--reuse", type=_fraction_arg,
+                   help="utilization at which an unused commitment is reused by others")
+
+
+def _fraction_arg(text: str) -> float:
+    from . import fraction
+
+    return fraction(text)

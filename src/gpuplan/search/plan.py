@@ -1,0 +1,500 @@
+"""`gpuplan plan`: every accelerator x GPU count x layout x pricing option, evaluated at once (L4).
+
+Steps: (1) the platforms that pass the user's filters, grouped by identical physics; (2) per
+group, the cartesian grid of counts and layouts as flat arrays, masked for structural
+infeasibility, then memory, then time -- physics evaluated once per group; (3) every feasible
+physics row joined with every pricing row of every platform of its group (cost is cheap);
+(4) constraints, ranking, Pareto front, and the explanations. No Python loop per candidate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..catalog import Catalog
+from ..errors import ConfigError
+from ..estimate import cost as costm
+from ..estimate.timing import BOTTLENECKS
+from ..spec import FP8, PRECISIONS, RECOMPUTE, Layout, ModelSpec
+from ..units import GiB
+from .evaluate import Site, outcome, physics
+from .grid import Axes, gpu_counts, model_axes, product
+from .hardware import efficiency_for, hardware_table
+from .pareto import pareto_front
+from .platforms import Filters, Platform, as_hardware_platform, group_by_physics, select_platforms
+from .single import host_watts_per_gpu, own_usd_per_gpu_hour
+
+OBJECTIVES = ("cost", "time", "energy")
+DEFAULT_MAX_GPUS = 16384
+SEARCH_CAP = 50_000_000  # candidates; above this the user must narrow the search
+
+# Exclusion reasons, in the order they are applied.
+R_DIVIDE = "degrees do not divide the GPU count"
+R_TP_DOMAIN = "TP beyond the scale-up domain"
+R_LAYOUT = "layout does not suit the model or batch (heads, layers, experts, batch)"
+R_FP8 = "FP8 on hardware without it"
+R_CONSUMER = "consumer GPUs beyond one node (pass --allow-consumer)"
+R_OOM = "out of memory"
+R_OFFER_CAP = "more GPUs than the offer provides"
+R_DEADLINE = "misses the deadline"
+R_BUDGET = "over budget"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    model: ModelSpec
+    tokens: float
+    seq_len: int
+    global_batch: int
+    deadline_days: float | None = None
+    budget_usd: float | None = None
+    max_gpus: int = DEFAULT_MAX_GPUS
+    objective: str = "cost"
+    top: int = 10
+    filters: Filters = field(default_factory=Filters)
+    precisions: tuple[str, ...] = ("bf16", "fp8")
+    site: Site
+
+    def check(self) -> None:
+        if not self.tokens > 0:
+            raise ConfigError("--tokens must be more than 0 (e.g. 15T); the plan needs to know "
+                              "how much to train")
+        if self.deadline_days is not None and not self.deadline_days > 0:
+            raise ConfigError(f"--deadline-days must be in the future (> 0), got "
+                              f"{self.deadline_days:g}")
+        if self.budget_usd is not None and not self.budget_usd > 0:
+            raise ConfigError(f"--budget-usd must be more than 0, got {self.budget_usd:g}")
+        if self.objective not in OBJECTIVES:
+            raise ConfigError(f"--objective must be one of {', '.join(OBJECTIVES)}")
+        if self.max_gpus < 1:
+            raise ConfigError("--max-gpus must be at least 1")
+        if self.top < 1:
+            raise ConfigError("--top must be at least 1")
+
+
+@dataclass
+class _Physics:
+    """Feasible physics rows of all groups (flat arrays)."""
+
+    cols: dict[str, list[np.ndarray]] = field(default_factory=dict)
+
+    def add(self, **arrays: np.ndarray) -> None:
+        for k, v in arrays.items():
+            self.cols.setdefault(k, []).append(np.asarray(v))
+
+    def done(self) -> dict[str, np.ndarray]:
+        return {k: np.concatenate(v) if v else np.zeros(0) for k, v in self.cols.items()}
+
+
+def _layout(g: dict[str, np.ndarray], req: Request) -> Layout:
+    return Layout(tp=g["tp"], pp=g["pp"], dp=g["dp"], cp=g["cp"], ep=g["ep"], vpp=1,
+                  zero=g["zero"], micro_batch=g["micro_batch"], global_batch=req.global_batch,
+                  seq_len=req.seq_len, recompute=g["recompute"], precision=g["precision"])
+
+
+def _take(g: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
+    return {k: v[mask] for k, v in g.items()}
+
+
+def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np.ndarray,
+                   axes: Axes, tally: Counter, by_gpu: dict[str, Counter]) -> dict[str, Any]:
+    """Physics of one group over its grid; returns feasible rows (and tallies exclusions)."""
+    p0 = plats[0]
+    acc = p0.accelerator
+    hw1 = hardware_table(cat, [(acc, as_hardware_platform(p0))])
+    g = product(counts, axes)
+    n = g["gpus"].size
+    gpu_tally = by_gpu.setdefault(acc.id, Counter())
+
+    def drop(mask: np.ndarray, reason: str) -> None:
+        k = int(mask.sum())
+        if k:
+            tally[reason] += k
+            gpu_tally[reason] += k
+
+    keep = np.ones(n, dtype=bool)
+    inner = g["tp"] * g["pp"] * g["cp"]
+    bad = g["gpus"] % inner != 0
+    drop(bad, R_DIVIDE)
+    keep &= ~bad
+    bad = keep & (g["tp"] > p0.scale_up_domain)
+    drop(bad, R_TP_DOMAIN)
+    keep &= ~bad
+    g["dp"] = np.maximum(g["dp"], 1)
+    bad = keep & ~_layout(g, req).valid_mask(req.model)
+    drop(bad, R_LAYOUT)
+    keep &= ~bad
+    bad = keep & (g["precision"] == FP8) & ("fp8" not in acc.peak_flops)
+    drop(bad, R_FP8)
+    keep &= ~bad
+    if acc.consumer and not req.filters.allow_consumer:
+        bad = keep & (g["gpus"] > p0.gpus_per_node)
+        drop(bad, R_CONSUMER)
+        keep &= ~bad
+    g = _take(g, keep)
+    if g["gpus"].size == 0:
+        return g
+    hw = hardware_table(cat, [(acc, as_hardware_platform(p0))])
+    eff = efficiency_for(cat, hw.family)
+    lay = _layout(g, req)
+    ph = physics(req.model, lay, hw, eff, req.site, with_timing=False)
+    fits = np.asarray(ph.fits)
+    drop(~fits, R_OOM)
+    g = _take(g, fits)
+    g["memory_bytes"] = np.asarray(ph.memory.total)[fits]
+    if g["gpus"].size == 0:
+        return g
+    ph = physics(req.model, _layout(g, req), hw1, eff, req.site)
+    t = ph.timing
+    g["tokens_per_s"] = np.asarray(t.tokens_per_s, dtype=float)
+    g["step_s"] = np.asarray(t.step_s, dtype=float)
+    g["mfu"] = np.asarray(t.mfu, dtype=float)
+    g["bottleneck"] = np.asarray(t.bottleneck)
+    ok = np.isfinite(g["step_s"]) & (g["tokens_per_s"] > 0)
+    return _take(g, ok)
+
+
+def _price_rows(cat: Catalog, plats: list[Platform], site: Site, pricing_filter: tuple[str, ...]
+                ) -> list[tuple[Platform, str, float, float]]:
+    """(platform, mode, USD per GPU-hour, cash up front per GPU) for every way to pay."""
+    rows = []
+    for p in plats:
+        if p.acquisition == "own":
+            rate, capex = own_usd_per_gpu_hour(p, site, p.gpus_per_node)
+            rows.append((p, "own", float(np.asarray(rate).reshape(-1)[0]),
+                         float(np.asarray(capex).reshape(-1)[0]) / p.gpus_per_node))
+            continue
+        for mode, rate in sorted(p.prices.items()):
+            if pricing_filter and mode not in pricing_filter:
+                continue
+            rows.append((p, mode, rate, 0.0))
+        cb = p.offer.capacity_block_usd_per_hour if p.offer else None
+        if cb and (not pricing_filter or "capacity-block" in pricing_filter):
+            rows.append((p, "capacity-block", cb / p.gpus_per_node, 0.0))
+    return rows
+
+
+def search(cat: Catalog, req: Request,
+           progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Evaluate every candidate; return ranked plans, the Pareto front and the exclusions."""
+    req.check()
+    platforms, excluded_platforms = select_platforms(cat, req.filters)
+    axes = model_axes(req.model, req.seq_len, precisions=req.precisions)
+    groups = list(group_by_physics(platforms).items())
+    per_group = (len(axes.tp) * len(axes.pp) * len(axes.cp) * len(axes.ep) * len(axes.zero)
+                 * len(axes.micro_batch) * len(axes.recompute) * len(axes.precision))
+    tally: Counter = Counter()
+    by_gpu: dict[str, Counter] = {}
+    joined: list[dict[str, np.ndarray]] = []
+    meta: list[tuple[Platform, str, float, float]] = []
+    evaluated = 0
+    physics_rows = 0
+    planned = []
+    for _, plats in groups:
+        caps = [p.max_gpus or req.max_gpus for p in plats]
+        cap = min(req.max_gpus, max(caps))
+        counts = gpu_counts(plats[0].gpus_per_node, cap)
+        planned.append((plats, counts))
+    total = sum(c.size * per_group * len(_price_rows(cat, p, req.site, req.filters.pricing))
+                for p, c in planned)
+    if total > SEARCH_CAP:
+        raise ConfigError(f"the search space has {total:,} candidates, above the cap of "
+                          f"{SEARCH_CAP:,}; narrow it with --gpu, --max-gpus, --cloud or "
+                          f"--acquisition")
+    for i, (plats, counts) in enumerate(planned):
+        if progress:
+            progress(i, len(planned))
+        prices = _price_rows(cat, plats, req.site, req.filters.pricing)
+        physics_rows += counts.size * per_group
+        evaluated += counts.size * per_group * max(len(prices), 1)
+        if counts.size == 0:
+            continue
+        g = evaluate_group(req, cat, plats, counts, axes, tally, by_gpu)
+        if g["gpus"].size == 0:
+            # every pricing row of this group shares the physics exclusions
+            continue
+        acc = plats[0].accelerator
+        host_w = host_watts_per_gpu(cat, plats[0])
+        for plat, mode, rate, capex_per_gpu in prices:
+            sel = np.ones(g["gpus"].size, dtype=bool)
+            if plat.max_gpus:
+                over = g["gpus"] > plat.max_gpus
+                tally[R_OFFER_CAP] += int(over.sum())
+                by_gpu[acc.id][R_OFFER_CAP] += int(over.sum())
+                sel &= ~over
+            rows = _take(g, sel)
+            if rows["gpus"].size == 0:
+                continue
+            o = outcome(tokens=req.tokens, tokens_per_s=rows["tokens_per_s"], gpus=rows["gpus"],
+                        gpus_per_node=plat.gpus_per_node, params=req.model.total_params(),
+                        mode=costm.mode_code(mode), usd_per_gpu_hour=rate,
+                        tdp_watts=acc.tdp_watts, host_watts_per_gpu=host_w, site=req.site)
+            rows["days"] = np.asarray(o.days, dtype=float)
+            rows["cost_usd"] = np.asarray(o.cost_usd, dtype=float)
+            rows["energy_kwh"] = np.asarray(o.energy_kwh, dtype=float)
+            rows["goodput"] = np.broadcast_to(np.asarray(o.goodput, dtype=float),
+                                              rows["days"].shape).copy()
+            rows["capex_usd"] = rows["gpus"] * capex_per_gpu
+            rows["meta"] = np.full(rows["gpus"].size, len(meta))
+            meta.append((plat, mode, rate, capex_per_gpu))
+            joined.append(rows)
+    if progress:
+        progress(len(planned), len(planned))
+    allrows = ({k: np.concatenate([j[k] for j in joined]) for k in joined[0]} if joined else {})
+    return _finish(cat, req, allrows, meta, evaluated, physics_rows, tally, by_gpu,
+                   excluded_platforms, axes)
+
+
+# --- constraints, ranking, explanations --------------------------------------------------------
+
+def _objective_key(rows: dict[str, np.ndarray], objective: str) -> tuple[np.ndarray, ...]:
+    if objective == "time":
+        return rows["cost_usd"], rows["days"]  # lexsort: last key is primary
+    if objective == "energy":
+        return rows["cost_usd"], rows["energy_kwh"]
+    return rows["days"], rows["cost_usd"]
+
+
+def _plan_record(rows: dict[str, np.ndarray], i: int, meta: list, req: Request) -> dict[str, Any]:
+    plat, mode, rate, _ = meta[int(rows["meta"][i])]
+    acc = plat.accelerator
+    mem = float(rows["memory_bytes"][i])
+    return {
+        "gpu": acc.id, "gpus": int(rows["gpus"][i]), "tp": int(rows["tp"][i]),
+        "pp": int(rows["pp"][i]), "dp": int(rows["dp"][i]), "cp": int(rows["cp"][i]),
+        "ep": int(rows["ep"][i]), "zero": int(rows["zero"][i]),
+        "micro_batch": int(rows["micro_batch"][i]), "global_batch": req.global_batch,
+        "seq_len": req.seq_len,
+        "recompute": RECOMPUTE[int(rows["recompute"][i])],
+        "precision": PRECISIONS[int(rows["precision"][i])],
+        "acquisition": plat.acquisition,
+        "offer": plat.offer.id if plat.offer else None,
+        "system": plat.system.id if plat.system else None,
+        "platform": plat.label, "pricing": mode, "usd_per_gpu_hour": rate,
+        "time_to_train_days": float(rows["days"][i]), "cost_usd": float(rows["cost_usd"][i]),
+        "energy_kwh": float(rows["energy_kwh"][i]), "goodput": float(rows["goodput"][i]),
+        "mfu": float(rows["mfu"][i]), "tokens_per_s": float(rows["tokens_per_s"][i]),
+        "step_time_s": float(rows["step_s"][i]),
+        "memory_gib_per_gpu": mem / GiB, "gpu_memory_gib": acc.memory_bytes / GiB,
+        "headroom_gib": (acc.memory_bytes - mem) / GiB,
+        "bottleneck": BOTTLENECKS[int(rows["bottleneck"][i])],
+        "cash_up_front_usd": float(rows["capex_usd"][i]) if plat.acquisition == "own" else 0.0,
+        "export_cn": acc.export_cn, "vendor": acc.vendor,
+    }
+
+
+def _dedupe(rows: dict[str, np.ndarray], order: np.ndarray) -> np.ndarray:
+    """Keep the first (best) row of each (platform and pricing, GPU count) in `order`."""
+    key = rows["meta"][order] * 1_000_003 + rows["gpus"][order]
+    _, first = np.unique(key, return_index=True)
+    return order[np.sort(first)]
+
+
+def _finish(cat: Catalog, req: Request, rows: dict[str, np.ndarray], meta: list,
+            evaluated: int, physics_rows: int, tally: Counter, by_gpu: dict[str, Counter],
+            excluded_platforms: dict[str, list[str]], axes: Axes) -> dict[str, Any]:
+    n = rows["gpus"].size if rows else 0
+    result: dict[str, Any] = {
+        "model": req.model.id, "tokens": req.tokens, "seq_len": req.seq_len,
+        "global_batch": req.global_batch, "objective": req.objective,
+        "deadline_days": req.deadline_days, "budget_usd": req.budget_usd,
+        "evaluated": evaluated, "physics_evaluated": physics_rows,
+        "physically_feasible": n, "feasible": 0, "plans": [], "pareto": [], "best": {},
+        "excluded": {}, "excluded_platforms": excluded_platforms, "why": [], "relax": [],
+        "favourite": [], "outlook": [],
+    }
+    if n == 0:
+        result["excluded"] = dict(tally)
+        result["relax"] = _relax_nothing_fits(req, tally)
+        result["favourite"] = _favourite(req, by_gpu, excluded_platforms, rows, meta)
+        return result
+    ok = np.ones(n, dtype=bool)
+    late = np.zeros(n, dtype=bool)
+    over = np.zeros(n, dtype=bool)
+    if req.deadline_days is not None:
+        late = rows["days"] > req.deadline_days
+    if req.budget_usd is not None:
+        over = rows["cost_usd"] > req.budget_usd
+    tally[R_DEADLINE] += int(late.sum())
+    tally[R_BUDGET] += int((over & ~late).sum())
+    ok = ~late & ~over & np.isfinite(rows["cost_usd"])
+    result["excluded"] = {k: v for k, v in tally.items() if v}
+    result["feasible"] = int(ok.sum())
+    if not ok.any():
+        result["relax"] = _relax(req, rows, late, over)
+        result["favourite"] = _favourite(req, by_gpu, excluded_platforms, rows, meta)
+        return result
+    idx = np.flatnonzero(ok)
+    sub = {k: v[idx] for k, v in rows.items()}
+    order = np.lexsort(_objective_key(sub, req.objective))
+    best_unique = _dedupe(sub, order)
+    top = best_unique[: req.top]
+    result["plans"] = [_plan_record(sub, i, meta, req) for i in top]
+    front = pareto_front(sub["cost_usd"], sub["days"])
+    result["pareto"] = [_plan_record(sub, i, meta, req) for i in front]
+    for obj in OBJECTIVES:
+        i = np.lexsort(_objective_key(sub, obj))[0]
+        result["best"][obj] = _plan_record(sub, i, meta, req)
+    winner = result["plans"][0]
+    result["why"] = _why(req, sub, best_unique, meta, winner)
+    result["favourite"] = _favourite(req, by_gpu, excluded_platforms, sub, meta)
+    result["outlook"] = outlook(cat, req, winner)
+    return result
+
+
+def _fmt_usd(x: float) -> str:
+    if x >= 1e6:
+        return f"${x / 1e6:,.2f}M"
+    if x >= 1e3:
+        return f"${x / 1e3:,.0f}k"
+    return f"${x:,.0f}"
+
+
+def _why(req: Request, sub: dict[str, np.ndarray], ranked: np.ndarray, meta: list,
+         winner: dict[str, Any]) -> list[str]:
+    obj = {"cost": "cheapest", "time": "fastest", "energy": "least energy"}[req.objective]
+    cons = []
+    if req.deadline_days is not None:
+        cons.append(f"finishing within {req.deadline_days:g} days")
+    if req.budget_usd is not None:
+        cons.append(f"costing at most {_fmt_usd(req.budget_usd)}")
+    lines = [
+        f"winner: {obj} of {len(ranked):,} distinct options"
+        + (" " + " and ".join(cons) if cons else "") + f": {winner['gpus']} x {winner['gpu']} "
+        f"({winner['platform']}, {winner['pricing']}) in {winner['time_to_train_days']:,.1f} days "
+        f"for {_fmt_usd(winner['cost_usd'])}; MFU {winner['mfu'] * 100:.0f}%, limited by "
+        f"{winner['bottleneck']}, {winner['headroom_gib']:.0f} GiB memory headroom per GPU."
+    ]
+    if len(ranked) > 1:
+        r = _plan_record(sub, ranked[1], meta, req)
+        lines.append(_compare("runner-up", r, winner))
+    for acq in ("cloud", "own"):
+        if acq == winner["acquisition"]:
+            continue
+        acq_rows = [i for i in ranked if meta[int(sub["meta"][i])][0].acquisition == acq]
+        if acq_rows:
+            r = _plan_record(sub, acq_rows[0], meta, req)
+            lines.append(_compare(f"best {'owned' if acq == 'own' else 'cloud'} option", r,
+                                  winner))
+        else:
+            lines.append(f"no {'owned' if acq == 'own' else 'cloud'} option meets the "
+                         "constraints")
+    return lines
+
+
+def _compare(label: str, r: dict[str, Any], w: dict[str, Any]) -> str:
+    dc = r["cost_usd"] / w["cost_usd"] if w["cost_usd"] > 0 else math.inf
+    dd = r["time_to_train_days"] / w["time_to_train_days"]
+    return (f"{label}: {r['gpus']} x {r['gpu']} ({r['platform']}, {r['pricing']}) in "
+            f"{r['time_to_train_days']:,.1f} days for {_fmt_usd(r['cost_usd'])} "
+            f"({dc:.2f}x the cost, {dd:.2f}x the time of the winner)"
+            + (f"; {_fmt_usd(r['cash_up_front_usd'])} up front" if r["acquisition"] == "own"
+               else ""))
+
+
+def _relax(req: Request, rows: dict[str, np.ndarray], late: np.ndarray,
+           over: np.ndarray) -> list[str]:
+    """Which constraint to relax, and by how much, when nothing meets them all."""
+    out = []
+    if req.budget_usd is not None:
+        cand = ~late & np.isfinite(rows["cost_usd"])
+        if cand.any():
+            out.append(f"feasible from a budget of {_fmt_usd(float(rows['cost_usd'][cand].min()))}"
+                       + (f" (keeping the {req.deadline_days:g}-day deadline)"
+                          if req.deadline_days is not None else ""))
+    if req.deadline_days is not None:
+        cand = ~over
+        if cand.any():
+            out.append(f"feasible from a deadline of "
+                       f"{math.ceil(float(rows['days'][cand].min()))} days"
+                       + (f" (keeping the {_fmt_usd(req.budget_usd)} budget)"
+                          if req.budget_usd is not None else ""))
+    if not out:
+        out.append(f"relax both: the fastest option takes {float(rows['days'].min()):,.0f} days "
+                   f"and the cheapest costs {_fmt_usd(float(rows['cost_usd'].min()))}")
+    return out
+
+
+def _relax_nothing_fits(req: Request, tally: Counter) -> list[str]:
+    if not tally:
+        return ["no platform passes the filters; widen --gpu, --vendor, --cloud, --region, "
+                "--acquisition or --export-region"]
+    top = tally.most_common(1)[0][0]
+    if top == R_OOM:
+        return [f"nothing fits in memory with up to {req.max_gpus} GPUs; raise --max-gpus, "
+                f"shorten --seq-len or allow more GPUs per offer"]
+    return [f"no candidate is valid; the main reason: {top}"]
+
+
+def _favourite(req: Request, by_gpu: dict[str, Counter], excluded_platforms: dict[str, list[str]],
+               rows: dict[str, np.ndarray], meta: list) -> list[str]:
+    """Why each GPU the user named is missing from the feasible plans (if it is)."""
+    out = []
+    feasible_gpus = set()
+    if rows and rows.get("meta") is not None and rows["meta"].size:
+        feasible_gpus = {meta[int(m)][0].accelerator.id for m in np.unique(rows["meta"])}
+    for gpu in req.filters.gpus:
+        if gpu in feasible_gpus:
+            continue
+        reasons = [r for r, ids in excluded_platforms.items()
+                   if any(i.startswith(gpu + ":") or i == gpu for i in ids)]
+        c = by_gpu.get(gpu, Counter())
+        parts = [f"{k} ({v:,})" for k, v in c.most_common(3)]
+        if reasons:
+            out.append(f"{gpu}: " + "; ".join(reasons))
+        elif parts:
+            out.append(f"{gpu}: no feasible candidate: " + ", ".join(parts))
+        else:
+            out.append(f"{gpu}: no offer or system in the catalog matches the filters")
+    return out
+
+
+def outlook(cat: Catalog, req: Request, winner: dict[str, Any]) -> list[dict[str, Any]]:
+    """Days, cost and scaling efficiency of the winner's platform at 1/2x, 2x and 4x its GPUs
+    (the best layout at each count, same pricing; constraints other than memory ignored)."""
+    plats, _ = select_platforms(cat, req.filters)
+    key = winner["offer"] or winner["system"]
+    plat = next((p for p in plats if p.id == key), None)
+    if plat is None:
+        return []
+    base = winner["gpus"]
+    counts = [c for c in (base // 2, base, base * 2, base * 4)
+              if c >= plat.gpus_per_node and c % plat.gpus_per_node == 0]
+    axes = model_axes(req.model, req.seq_len, precisions=(winner["precision"],))
+    out = []
+    ref = None
+    for c in counts:
+        g = evaluate_group(req, cat, [plat], np.array([c]), axes, Counter(), {})
+        if g["gpus"].size == 0:
+            out.append({"gpus": c, "feasible": False})
+            continue
+        prices = [r for r in _price_rows(cat, [plat], req.site, ()) if r[1] == winner["pricing"]]
+        if not prices:
+            continue
+        _, mode, rate, _ = prices[0]
+        i = int(np.argmax(g["tokens_per_s"]))
+        o = outcome(tokens=req.tokens, tokens_per_s=g["tokens_per_s"][i], gpus=c,
+                    gpus_per_node=plat.gpus_per_node, params=req.model.total_params(),
+                    mode=costm.mode_code(mode), usd_per_gpu_hour=rate,
+                    tdp_watts=plat.accelerator.tdp_watts,
+                    host_watts_per_gpu=host_watts_per_gpu(cat, plat), site=req.site)
+        per_gpu = g["tokens_per_s"][i] / c
+        if c == base:
+            ref = per_gpu
+        out.append({"gpus": c, "feasible": True,
+                    "time_to_train_days": float(np.asarray(o.days).reshape(-1)[0]),
+                    "cost_usd": float(np.asarray(o.cost_usd).reshape(-1)[0]),
+                    "tokens_per_s": float(g["tokens_per_s"][i]), "per_gpu": float(per_gpu),
+                    "mfu": float(g["mfu"][i])})
+    for r in out:
+        if r.get("feasible") and ref:
+            r["scaling_efficiency"] = r.pop("per_gpu") / ref
+        else:
+            r.pop("per_gpu", None)
+    return out

@@ -1,0 +1,171 @@
+"""One configuration through the same physics and pricing as the search (`gpuplan estimate`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..catalog import Catalog
+from ..errors import ConfigError
+from ..estimate import cost as costm
+from ..estimate.timing import BOTTLENECKS
+from ..spec import PRECISIONS, Accelerator, Layout, ModelSpec
+from ..units import GiB
+from .evaluate import Site, outcome, physics, site_from_catalog
+from .fit import fit_suggestions
+from .hardware import check_precision, default_system, efficiency_for, hardware_table
+from .platforms import Platform, as_hardware_platform, offer_platform, system_platform
+
+
+def host_watts_per_gpu(cat: Catalog, p: Platform) -> float:
+    """Host (CPU, NIC, fans) power per GPU: system max power minus the GPUs' TDP, per GPU; from
+    the catalog system of the same accelerator when the platform is a cloud offer; 0 if none."""
+    system = p.system or default_system(cat, p.accelerator)
+    if system is None:
+        return 0.0
+    host = system.max_power_watts - system.gpus_per_node * p.accelerator.tdp_watts
+    return max(host, 0.0) / system.gpus_per_node
+
+
+def own_usd_per_gpu_hour(p: Platform, site: Site, gpus: Any) -> tuple[Any, Any]:
+    """Owned cost per used GPU-hour of `gpus` GPUs of system p over the site's years."""
+    s = p.system
+    assert s is not None and s.price_usd
+    nodes = np.ceil(np.asarray(gpus, dtype=float) / s.gpus_per_node)
+    tco = costm.own_tco(
+        nodes=nodes, gpus_per_node=s.gpus_per_node, system_price_usd=s.price_usd,
+        system_max_power_watts=s.max_power_watts, gpu_tdp_watts=p.accelerator.tdp_watts, years=site.years, utilization=site.utilization,
+        usd_per_kwh=site.electricity_usd_per_kwh, pue=site.pue,
+        colocation_usd_per_kw_month=site.colocation_usd_per_kw_month,
+        maintenance_fraction_per_year=site.maintenance_fraction_per_year,
+        network_usd_per_gpu=site.network_usd_per_gpu, storage_usd_per_gpu=site.storage_usd_per_gpu,
+        install_fraction=site.install_fraction, staff_usd_per_gpu_year=site.staff_usd_per_gpu_year,
+        residual_value_fraction=site.residual_value_fraction, gpu_load_factor=site.gpu_load_factor)
+    return tco.usd_per_gpu_hour, tco.capex_total_usd
+
+
+def _platform(cat: Catalog, gpu: Accelerator, offer: str | None, system: str | None) -> Platform:
+    if offer and system:
+        raise ConfigError("give either --offer or --system, not both")
+    if offer:
+        o = cat.offer(offer)
+        if o.accelerator != gpu.id:
+            raise ConfigError(f"offer {o.id} has {o.accelerator} GPUs, not {gpu.id}; pick an "
+                              f"offer from `gpuplan catalog offers --gpu {gpu.id}`")
+        return offer_platform(cat, o)
+    s = cat.system(system) if system else default_system(cat, gpu)
+    if s is not None:
+        if s.accelerator != gpu.id:
+            raise ConfigError(f"system {s.id} has {s.accelerator} GPUs, not {gpu.id}")
+        return system_platform(cat, s)
+    hw = hardware_table(cat, [(gpu, None)])
+    return Platform(id=f"{gpu.id}-default-node", acquisition="own", accelerator=gpu,
+                    gpus_per_node=int(hw.gpus_per_node[0]),
+                    scale_up_domain=int(hw.scale_up_domain[0]),
+                    scale_out_bytes_per_s=float(hw.scale_out_bytes_per_s[0]),
+                    scale_out_latency_s=float(hw.scale_out_latency_s[0]), max_gpus=0)
+
+
+def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *, gpus: int,
+             tokens: float | None, offer: str | None, system: str | None,
+             usd_per_gpu_hour: float | None, pricing: str | None,
+             overrides: dict[str, float | None]) -> dict[str, Any]:
+    check_precision(gpu, PRECISIONS[int(layout.precision)])
+    site = site_from_catalog(cat, **overrides)
+    plat = _platform(cat, gpu, offer, system)
+    hw = hardware_table(cat, [(gpu, as_hardware_platform(plat))])
+    eff = efficiency_for(cat, hw.family)
+    ph = physics(model, layout, hw, eff, site)
+    mem, t = ph.memory, ph.timing
+    cap = float(hw.memory_bytes[0])
+    summary = {k: float(np.asarray(v).reshape(-1)[0]) / GiB for k, v in mem.summary().items()}
+    fits = bool(np.asarray(ph.fits).reshape(-1)[0])
+    out: dict[str, Any] = {
+        "model": model.id, "params": model.total_params(), "active_params": model.active_params(),
+        "gpu": gpu.id, "gpus": gpus, "platform": plat.id, "gpus_per_node": plat.gpus_per_node,
+        "layout": {"tp": int(layout.tp), "pp": int(layout.pp), "dp": int(layout.dp),
+                   "cp": int(layout.cp), "ep": int(layout.ep), "vpp": int(layout.vpp),
+                   "zero": int(layout.zero), "micro_batch": int(layout.micro_batch),
+                   "global_batch": int(layout.global_batch), "seq_len": int(layout.seq_len),
+                   "microbatches": int(layout.microbatches),
+                   "precision": PRECISIONS[int(layout.precision)],
+                   "recompute": ("none", "selective", "full")[int(layout.recompute)],
+                   "optimizer": ("adamw", "sgd", "adafactor")[int(layout.optimizer)],
+                   "sp": bool(layout.sp) and int(layout.tp) > 1, "flash": bool(layout.flash),
+                   "offload": bool(layout.offload)},
+        "memory_gib": summary,
+        "memory_detail_gib": {k: float(np.asarray(getattr(mem, k)).reshape(-1)[0]) / GiB
+                              for k in mem.__dataclass_fields__},
+        "gpu_memory_gib": cap / GiB,
+        "headroom_gib": float(np.asarray(ph.headroom_bytes).reshape(-1)[0]) / GiB,
+        "fits": fits,
+        "suggestions": [] if fits else fit_suggestions(
+            model, layout, cap, gpus, runtime_overhead_bytes=site.runtime_overhead_bytes,
+            fragmentation=site.fragmentation),
+    }
+    first = lambda x: float(np.asarray(x).reshape(-1)[0])  # noqa: E731
+    tps = first(t.tokens_per_s)
+    out.update({
+        "step_time_s": first(t.step_s), "tokens_per_s": tps,
+        "tokens_per_s_per_gpu": tps / gpus, "mfu": first(t.mfu), "hfu": first(t.hfu),
+        "bottleneck": BOTTLENECKS[int(np.asarray(t.bottleneck).reshape(-1)[0])],
+        "efficiency_is_guess": bool(np.asarray(t.efficiency_guess).reshape(-1)[0]),
+        "time_breakdown_s": {k: first(getattr(t, k)) for k in (
+            "compute_s", "memory_s", "optimizer_s", "tp_comm_s", "pp_comm_s", "dp_comm_s",
+            "cp_comm_s", "ep_comm_s", "bubble_s")},
+        "tokens": tokens, "time_to_train_days": None, "gpu_hours": None, "cost_usd": None,
+        "pricing": None, "usd_per_gpu_hour": None, "goodput": None, "energy_kwh": None,
+        "co2e_kg": None,
+    })
+    if tokens is None:
+        return out
+    mode_name, rate = _price(cat, plat, pricing, usd_per_gpu_hour, site, gpus)
+    host_w = host_watts_per_gpu(cat, plat)
+    o = outcome(tokens=tokens, tokens_per_s=tps, gpus=gpus, gpus_per_node=plat.gpus_per_node,
+                params=model.total_params(), mode=costm.mode_code(mode_name or "on-demand"),
+                usd_per_gpu_hour=rate if rate is not None else 0.0, tdp_watts=gpu.tdp_watts,
+                host_watts_per_gpu=host_w, site=site)
+    out.update({
+        "time_to_train_days": first(o.days), "useful_days": first(o.useful_days),
+        "gpu_hours": first(o.gpu_hours), "goodput": first(o.goodput),
+        "energy_kwh": first(o.energy_kwh), "co2e_kg": first(o.co2e_kg),
+        "checkpoint_write_s": first(o.checkpoint_s),
+        "interruptions_per_hour": first(o.interruptions_per_hour),
+        "pricing": mode_name, "usd_per_gpu_hour": rate,
+        "cost_usd": first(o.cost_usd) if rate is not None else None,
+    })
+    return out
+
+
+def _price(cat: Catalog, plat: Platform, pricing: str | None, usd_per_gpu_hour: float | None,
+           site: Site, gpus: int) -> tuple[str | None, float | None]:
+    """(pricing mode, USD per GPU-hour) for the run; (None, None) when nothing gives a price."""
+    if usd_per_gpu_hour is not None:
+        mode = costm.MODES[costm.mode_code(pricing)] if pricing else "on-demand"
+        return mode, usd_per_gpu_hour
+    if pricing is None:
+        if plat.offer is not None:
+            return "on-demand", plat.prices.get("on-demand")
+        return None, None
+    mode = costm.MODES[costm.mode_code(pricing)]
+    if mode == "own":
+        if plat.system is None or not plat.system.price_usd:
+            raise ConfigError(f"--pricing own needs a system with a price; give --system (see "
+                              f"`gpuplan catalog systems`), none is known for {plat.accelerator.id}")
+        rate, _ = own_usd_per_gpu_hour(plat, site, gpus)
+        return mode, float(np.asarray(rate).reshape(-1)[0])
+    if plat.offer is None:
+        offers = [o.id for o in cat.offers_for(plat.accelerator.id)]
+        hint = f"e.g. --offer {offers[0]}" if offers else "or --usd-per-gpu-hour X"
+        raise ConfigError(f"--pricing {mode} needs a cloud offer: give --offer ID ({hint})")
+    key = "capacity-block" if mode == "capacity-block" else mode
+    if key == "capacity-block":
+        price = plat.offer.capacity_block_usd_per_hour
+        rate = price / plat.offer.count if price else None
+    else:
+        rate = plat.prices.get(key)
+    if rate is None:
+        have = ", ".join(sorted(plat.prices)) or "none"
+        raise ConfigError(f"offer {plat.id} has no {mode} price; it has: {have}")
+    return mode, rate
