@@ -41,6 +41,7 @@ ALIASES = {
     "H200": "h200", "B200": "b200", "L40S": "l40s", "L4": "l4", "A10G": "a10g",
     "H100-MEGA": "h100-sxm", "V100-32GB": "v100-sxm2-32gb", "RTX5090": "rtx-5090",
     "RTX6000-Ada": "rtx-6000-ada", "GB200": "gb200", "B300": "b300",
+    "H100-NVLINK": "h100-sxm",  # Fluidstack's 8x 80 GB HGX, not the 94 GB H100 NVL
 }
 REQUIRED_FABRICS = [
     "nvlink2", "nvlink3", "nvlink4", "nvlink5", "infinity-fabric-3", "infinity-fabric-4", "hccs",
