@@ -248,6 +248,8 @@ def test_scenario_prints_assumptions_and_answer(run_cli, overlay):
 @pytest.mark.parametrize("argv, message", [
     (["--system", "tbox", "--utilization", "1.5"],
      "--utilization must be a fraction between 0 and 1, got 1.5"),
+    (["--system", "tbox", "--utilization", "0"], "--utilization must be more than 0"),
+    (["--system", "tbox", "--utilization", "0.5", "--nodes", "0"], "--nodes must be more than 0"),
     (["--system", "tbox", "--utilization", "0.5", "--electricity", "-0.1"],
      "--electricity must be a number >= 0, got -0.1"),
     (["--system", "tbox", "--utilization", "0.5", "--price", "-5"],

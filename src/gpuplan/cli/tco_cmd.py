@@ -116,7 +116,7 @@ def _check(dest: str, value: Any) -> float:
                           f"write 0.7 for 70%")
     if dest == "pue" and v < 1:
         raise ConfigError(f"--pue must be at least 1 (facility power / IT power), got {value}")
-    if dest in ("years", "nodes") and v <= 0:
+    if dest in ("years", "nodes", "utilization") and v <= 0:
         raise ConfigError(f"{flag} must be more than 0, got {value}")
     if dest == "nodes" and v != int(v):
         raise ConfigError(f"--nodes must be a whole number, got {value}")
@@ -413,15 +413,15 @@ def render(rec: dict[str, Any], system: Any, acc: Any, best: dict[str, dict[str,
     out.append(f"Owning {rec['nodes']} x {system.name} ({rec['gpus']} x {acc.name}) for "
                f"{rec['years']:g} years at {rec['utilization']:.0%} utilization")
     out.append("")
-    rows = [(k, dollars(v)) for k, v in rec["capex_usd_lines"].items()]
-    rows.append(("total (cash up front)", dollars(rec["capex_usd"])))
-    out.append(table(rows, ["capex", "USD"], "lr"))
+    capex = [(k, dollars(v)) for k, v in rec["capex_usd_lines"].items()]
+    capex.append(("total (cash up front)", dollars(rec["capex_usd"])))
+    out.append(table(capex, ["capex", "USD"], "lr"))
     out.append("")
-    rows = [(k, dollars(v), f"${rec['usd_per_gpu_hour_lines'][k]:.3f}")
-            for k, v in rec["usd_per_year"].items()]
-    rows.append(("total", dollars(rec["usd_per_year_total"]),
-                 f"${rec['usd_per_gpu_hour']:.3f}"))
-    out.append(table(rows, ["cost", "per year", "per used GPU-hour"], "lrr"))
+    yearly = [(k, dollars(v), f"${rec['usd_per_gpu_hour_lines'][k]:.3f}")
+              for k, v in rec["usd_per_year"].items()]
+    yearly.append(("total", dollars(rec["usd_per_year_total"]),
+                   f"${rec['usd_per_gpu_hour']:.3f}"))
+    out.append(table(yearly, ["cost", "per year", "per used GPU-hour"], "lrr"))
     out.append(f"depreciation = (capex - residual {usd(rec['residual_usd'])}) / "
                f"{rec['years']:g} years; {rec['years']:g}-year total {usd(rec['total_usd'])}")
     out.append(f"energy {rec['energy_kwh_per_year'] / 1000:,.0f} MWh/yr (IT {rec['it_kw']:.1f} "
@@ -430,8 +430,8 @@ def render(rec: dict[str, Any], system: Any, acc: Any, best: dict[str, dict[str,
         out.append("")
         out.append(render_cloud(rec, best))
     out.append("")
-    rows = [(k, f"{v['value']:g}", v["from"][:90]) for k, v in rec["assumptions"].items()]
-    out.append(table(rows, ["assumption", "value", "from"]))
+    assumed = [(k, f"{v['value']:g}", v["from"][:90]) for k, v in rec["assumptions"].items()]
+    out.append(table(assumed, ["assumption", "value", "from"]))
     return "\n".join(out)
 
 
