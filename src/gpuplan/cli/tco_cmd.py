@@ -56,8 +56,8 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--system", help="system id or alias, e.g. dgx-h100 (`gpuplan catalog systems`)")
-    p.add_argument("--nodes", type=int, help="number of servers (default 1)")
-    p.add_argument("--utilization", type=float,
+    p.add_argument("--nodes", type=int, metavar="N", help="number of servers (default 1)")
+    p.add_argument("--utilization", type=float, metavar="U",
                    help="fraction of the hours the GPUs do useful work, e.g. 0.7")
     p.add_argument("--price", type=float, metavar="USD", help="price of one server (default: "
                    "the catalog's list price)")
@@ -80,7 +80,8 @@ def register(sub: Any) -> None:
     }
     for dest, (_, _, _) in SITE_FLAGS.items():
         flag = "--" + {"spot_rate": "spot-interruptions"}.get(dest, dest.replace("_", "-"))
-        p.add_argument(flag, dest=dest, type=float, help=flag_help[dest] + " (default: site)")
+        p.add_argument(flag, dest=dest, type=float, metavar="X",
+                       help=flag_help[dest] + " (default: site)")
     p.add_argument("--compare-cloud", action="store_true",
                    help="rent the same GPUs in every pricing mode of the catalog's offers")
     p.add_argument("--pricing", action="append", metavar="MODE",
@@ -183,7 +184,7 @@ def own_cost(cat: Any, system: Any, acc: Any, inp: Inputs) -> Any:
     price = v.get("price", system.price_usd)
     if price is None:
         raise ConfigError(f"system '{system.id}' has no price in the catalog; give --price USD "
-                          f"(one server)")
+                          f"(one server)" + _price_hint(cat, system.id))
     return cost.own_tco(
         nodes=v["nodes"], gpus_per_node=system.gpus_per_node, system_price_usd=price,
         system_max_power_watts=system.max_power_watts, gpu_tdp_watts=acc.tdp_watts,
@@ -194,6 +195,21 @@ def own_cost(cat: Any, system: Any, acc: Any, inp: Inputs) -> Any:
         staff_usd_per_gpu_year=v["staff"], residual_value_fraction=v["residual"],
         gpu_load_factor=v["load_factor"], host_load_factor=v.get("host_load_factor"),
     )
+
+
+def _price_hint(cat: Any, system_id: str) -> str:
+    """A scenario preset that prices this system, offered as an example (not applied)."""
+    from ..errors import CatalogError
+
+    try:
+        table = cat.table("scenarios")
+    except CatalogError:
+        return ""
+    for name, sc in table.items():
+        if sc.get("system") == system_id and "price" in sc:
+            return (f", e.g. --price {sc['price']:g} as the '{name}' scenario assumes "
+                    f"(`gpuplan tco --scenario {name}`)")
+    return ""
 
 
 def _f(x: Any) -> float:
