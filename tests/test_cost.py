@@ -87,6 +87,18 @@ def test_job_cost_dispatches_every_mode():
         assert got[code] == pytest.approx(value, rel=EXACT), c.MODES[code]
 
 
+def test_run_cost_applies_goodput_then_prices_and_meters_energy():
+    # 90 useful hours at goodput 0.9 -> 100 wall hours; 2 instances on-demand at $10/h = $2,000;
+    # 20 kW IT x 100 h x PUE 1.25 = 2,500 kWh; at 0.3 kg/kWh = 750 kg
+    r = c.run_cost(mode=c.ON_DEMAND, useful_hours=90, instances=2, usd_per_instance_hour=10,
+                   goodput_fraction=0.9, reuse_utilization=0.5, it_watts=20_000, pue=1.25,
+                   grid_kg_co2e_per_kwh=0.3)
+    assert r.wall_hours == pytest.approx(100, rel=EXACT)
+    assert r.cost_usd == pytest.approx(2000, rel=EXACT)
+    assert r.energy_kwh == pytest.approx(2500, rel=EXACT)
+    assert r.co2e_kg == pytest.approx(750, rel=EXACT)
+
+
 # --- reliability ----------------------------------------------------------------------------
 def test_llama3_failure_rate_reproduced():
     """Llama 3 (arXiv 2407.21783, sec. 3.3.4): 419 unexpected interruptions in 54 days on
@@ -335,7 +347,7 @@ def test_bad_input_is_one_clear_line():
         c.on_demand_cost_usd(10, 1, -1.0)
     with pytest.raises(ConfigError, match="utilization must be a fraction between 0 and 1"):
         c.own_tco(**{**OWN, "utilization": 1.5})
-    with pytest.raises(ConfigError, match="unknown pricing mode 'reserved-5y'; choose one of"):
+    with pytest.raises(ConfigError, match="unknown pricing mode 'reserved-5y'; did you mean"):
         c.mode_code("reserved-5y")
     with pytest.raises(ConfigError, match="PUE must be at least 1"):
         c.energy_kwh(1000, 1, 0.9)

@@ -256,7 +256,7 @@ def test_scenario_prints_assumptions_and_answer(run_cli, overlay):
      "--price must be a number >= 0, got -5"),
     (["--system", "tbox", "--utilization", "0.5", "--pue", "0.8"], "--pue must be at least 1"),
     (["--system", "tbox", "--utilization", "0.5", "--compare-cloud", "--pricing", "reserved-5y"],
-     "unknown pricing mode 'reserved-5y'; choose one of"),
+     "unknown pricing mode 'reserved-5y'; did you mean"),
     (["--system", "tbx", "--utilization", "0.5"], "unknown system 'tbx'; did you mean 'tbox'"),
     (["--system", "tbox"], "give --utilization"),
     (["--utilization", "0.5"], "give --system"),

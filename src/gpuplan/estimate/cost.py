@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, suggest
 from ..spec import PRICING
 from ..units import HOUR, YEAR
 
@@ -68,7 +68,10 @@ def mode_code(name: str) -> int:
     key = name.strip().lower()
     key = MODE_ALIASES.get(key, key)
     if key not in MODES:
-        raise ConfigError(f"unknown pricing mode '{name}'; choose one of: {', '.join(MODES)}")
+        hint = suggest(key, MODES, n=1)
+        raise ConfigError(f"unknown pricing mode '{name}'; "
+                          + (f"did you mean '{hint[0]}'? " if hint else "")
+                          + f"choose one of: {', '.join(MODES)}")
     return MODES.index(key)
 
 
@@ -458,3 +461,29 @@ def job_cost_usd(mode: Any, hours: Any, instances: Any, usd_per_instance_hour: A
                             reuse_utilization)
         out = np.where(m == code, c.job_cost_usd, out)
     return out
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """One training run in one pricing mode: money, wall time, energy, emissions."""
+
+    cost_usd: Any
+    wall_hours: Any  # useful hours / goodput
+    goodput: Any
+    energy_kwh: Any  # facility energy over the wall time (PUE included)
+    co2e_kg: Any
+
+
+def run_cost(*, mode: Any, useful_hours: Any, instances: Any, usd_per_instance_hour: Any,
+             goodput_fraction: Any, reuse_utilization: Any, it_watts: Any, pue: Any,
+             grid_kg_co2e_per_kwh: Any) -> RunCost:
+    """A run of `useful_hours` of training: wall time after goodput, its cost in `mode` (see
+    job_cost_usd), and the energy the hardware draws meanwhile (`it_watts` for the whole job,
+    at the site PUE; a cloud's own PUE is not published per instance)."""
+    wall = wall_hours(useful_hours, goodput_fraction)
+    kwh = energy_kwh(it_watts, wall, pue)
+    return RunCost(
+        cost_usd=job_cost_usd(mode, wall, instances, usd_per_instance_hour, reuse_utilization),
+        wall_hours=wall, goodput=np.asarray(goodput_fraction, dtype=float), energy_kwh=kwh,
+        co2e_kg=co2e_kg(kwh, grid_kg_co2e_per_kwh),
+    )
