@@ -32,6 +32,7 @@ from .single import host_watts_per_gpu, own_usd_per_gpu_hour
 
 OBJECTIVES = ("cost", "time", "energy")
 DEFAULT_MAX_GPUS = 16384
+MAX_GPUS_CAP = 2**20  # the largest cluster the search enumerates (1,048,576 GPUs)
 SEARCH_CAP = 50_000_000  # candidates; above this the user must narrow the search
 
 # Exclusion reasons, in the order they are applied.
@@ -74,6 +75,9 @@ class Request:
             raise ConfigError(f"--objective must be one of {', '.join(OBJECTIVES)}")
         if self.max_gpus < 1:
             raise ConfigError("--max-gpus must be at least 1")
+        if self.max_gpus > MAX_GPUS_CAP:
+            raise ConfigError(f"--max-gpus {self.max_gpus:,} is above the cap of "
+                              f"{MAX_GPUS_CAP:,} GPUs the search enumerates; lower it")
         if self.top < 1:
             raise ConfigError("--top must be at least 1")
 
@@ -107,7 +111,6 @@ def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np
     """Physics of one group over its grid; returns feasible rows (and tallies exclusions)."""
     p0 = plats[0]
     acc = p0.accelerator
-    hw1 = hardware_table(cat, [(acc, as_hardware_platform(p0))])
     g = product(counts, axes)
     n = g["gpus"].size
     gpu_tally = by_gpu.setdefault(acc.id, Counter())
@@ -150,7 +153,7 @@ def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np
     g["memory_bytes"] = np.asarray(ph.memory.total)[fits]
     if g["gpus"].size == 0:
         return g
-    ph = physics(req.model, _layout(g, req), hw1, eff, req.site)
+    ph = physics(req.model, _layout(g, req), hw, eff, req.site)
     t = ph.timing
     g["tokens_per_s"] = np.asarray(t.tokens_per_s, dtype=float)
     g["step_s"] = np.asarray(t.step_s, dtype=float)
@@ -425,11 +428,17 @@ def _relax_nothing_fits(req: Request, tally: Counter) -> list[str]:
     if not tally:
         return ["no platform passes the filters; widen --gpu, --vendor, --cloud, --region, "
                 "--acquisition or --export-region"]
-    top = tally.most_common(1)[0][0]
-    if top == R_OOM:
-        return [f"nothing fits in memory with up to {req.max_gpus} GPUs; raise --max-gpus, "
-                f"shorten --seq-len or allow more GPUs per offer"]
-    return [f"no candidate is valid; the main reason: {top}"]
+    out = []
+    if tally.get(R_OOM):
+        out.append(f"nothing that is otherwise valid fits in memory on the platforms left "
+                   f"(up to {req.max_gpus} GPUs, single-instance offers capped at one node): "
+                   f"allow more GPUs (--max-gpus), other GPUs or a shorter --seq-len")
+    if tally.get(R_CONSUMER):
+        out.append("consumer cards were limited to one node; --allow-consumer lifts that")
+    if not out:
+        out.append("no candidate is valid: " + ", ".join(f"{k} ({v:,})"
+                                                         for k, v in tally.most_common(3)))
+    return out
 
 
 def _favourite(req: Request, by_gpu: dict[str, Counter], excluded_platforms: dict[str, list[str]],
@@ -457,7 +466,8 @@ def _favourite(req: Request, by_gpu: dict[str, Counter], excluded_platforms: dic
 
 def outlook(cat: Catalog, req: Request, winner: dict[str, Any]) -> list[dict[str, Any]]:
     """Days, cost and scaling efficiency of the winner's platform at 1/2x, 2x and 4x its GPUs
-    (the best layout at each count, same pricing; constraints other than memory ignored)."""
+    (the fastest layout at each count, same pricing; constraints other than memory ignored).
+    Scaling efficiency is tokens/s per GPU relative to the smallest size shown."""
     plats, _ = select_platforms(cat, req.filters)
     key = winner["offer"] or winner["system"]
     plat = next((p for p in plats if p.id == key), None)
@@ -468,7 +478,6 @@ def outlook(cat: Catalog, req: Request, winner: dict[str, Any]) -> list[dict[str
               if c >= plat.gpus_per_node and c % plat.gpus_per_node == 0]
     axes = model_axes(req.model, req.seq_len, precisions=(winner["precision"],))
     out = []
-    ref = None
     for c in counts:
         g = evaluate_group(req, cat, [plat], np.array([c]), axes, Counter(), {})
         if g["gpus"].size == 0:
@@ -485,16 +494,14 @@ def outlook(cat: Catalog, req: Request, winner: dict[str, Any]) -> list[dict[str
                     tdp_watts=plat.accelerator.tdp_watts,
                     host_watts_per_gpu=host_watts_per_gpu(cat, plat), site=req.site)
         per_gpu = g["tokens_per_s"][i] / c
-        if c == base:
-            ref = per_gpu
         out.append({"gpus": c, "feasible": True,
                     "time_to_train_days": float(np.asarray(o.days).reshape(-1)[0]),
                     "cost_usd": float(np.asarray(o.cost_usd).reshape(-1)[0]),
                     "tokens_per_s": float(g["tokens_per_s"][i]), "per_gpu": float(per_gpu),
                     "mfu": float(g["mfu"][i])})
+    # scaling efficiency: throughput per GPU relative to the smallest feasible size shown
+    ref = next((r["per_gpu"] for r in out if r.get("feasible")), None)
     for r in out:
         if r.get("feasible") and ref:
             r["scaling_efficiency"] = r.pop("per_gpu") / ref
-        else:
-            r.pop("per_gpu", None)
     return out

@@ -1,0 +1,129 @@
+"""`gpuplan estimate` end to end: contract keys, readable text, bad input, fit advice (#3 #4 #5)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+
+import pytest
+
+DONE = ("estimate --model llama2-70b --gpu a100-80gb --gpus 64 --tp 8 --pp 2 --zero 1 "
+        "--seq-len 4096 --micro-batch 1 --global-batch 1024 --recompute selective").split()
+
+
+def test_issue3_example_json_contract(run_json):
+    r = run_json(*DONE)
+    assert r["params"] == pytest.approx(69e9, rel=0.01)
+    parts = r["memory_gib"]
+    assert set(parts) >= {"weights", "gradients", "optimizer", "activations", "other", "total"}
+    assert math.isclose(sum(parts[k] for k in ("weights", "gradients", "optimizer",
+                                               "activations", "other")), parts["total"],
+                        rel_tol=1e-9)
+    assert r["gpu_memory_gib"] == pytest.approx(80.0)
+    assert r["fits"] is (parts["total"] <= r["gpu_memory_gib"])
+    for key in ("step_time_s", "tokens_per_s", "mfu", "hfu", "time_to_train_days", "gpu_hours",
+                "bottleneck", "cost_usd"):
+        assert key in r
+    assert 0 < r["mfu"] < 1 and r["hfu"] >= r["mfu"]
+    assert r["cost_usd"] is None  # no tokens, no price
+
+
+def test_issue3_example_text(run_cli):
+    code, out, _ = run_cli(*DONE)
+    assert code == 0
+    assert "GiB" in out and "weights" in out and "activations" in out
+    assert re.search(r"fits, with [0-9.]+ GiB headroom|DOES NOT FIT", out)
+    assert "tokens/s" in out and "MFU" in out
+
+
+def test_tokens_suffixes_agree_and_cost_is_rate_times_gpu_hours(run_json):
+    base = DONE + ["--tokens", "2T", "--usd-per-gpu-hour", "2.0"]
+    a = run_json(*base)
+    b = run_json(*DONE, "--tokens", "2e12", "--usd-per-gpu-hour", "2.0")
+    assert a["time_to_train_days"] == b["time_to_train_days"]
+    # on-demand at a flat rate: cost = rate x GPU-hours (wall time, goodput included)
+    assert a["cost_usd"] == pytest.approx(2.0 * a["gpu_hours"], rel=1e-9)
+    assert a["gpu_hours"] == pytest.approx(a["time_to_train_days"] * 24 * 64, rel=1e-9)
+    # useful time is tokens / throughput; wall time divides by goodput
+    useful_days = 2e12 / a["tokens_per_s"] / 86400
+    assert a["time_to_train_days"] == pytest.approx(useful_days / a["goodput"], rel=1e-9)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--gpus", "60"], "--gpus 60 is not divisible by tp*pp*cp = 16"),
+    (["--tp", "3", "--gpus", "6"], "does not divide the model's 64 attention heads"),
+    (["--pp", "3", "--gpus", "24"], "does not divide the model's 80 layers"),
+    (["--micro-batch", "64", "--global-batch", "64"], "exceeds --global-batch"),
+    (["--precision", "fp8"], "a100-80gb has no FP8"),
+    (["--precision", "int4"], "unknown precision 'int4'"),
+    (["--recompute", "some"], "unknown recompute mode 'some'"),
+    (["--tokens", "lots"], "cannot read --tokens 'lots'"),
+    (["--offer", "aws-p5.48xlarge-us-east-1"], "has h100-sxm GPUs, not a100-80gb"),
+])
+def test_bad_input_is_one_line(run_cli, extra, message):
+    argv = [a for a in DONE]
+    if "--gpus" in extra or "--tp" in extra or "--pp" in extra:
+        i = argv.index("--gpus")
+        del argv[i:i + 2]
+        for flag in ("--tp", "--pp"):
+            if flag in extra:
+                j = argv.index(flag)
+                del argv[j:j + 2]
+    if "--micro-batch" in extra:
+        for flag in ("--micro-batch", "--global-batch"):
+            j = argv.index(flag)
+            del argv[j:j + 2]
+    code, out, err = run_cli(*argv, *extra)
+    assert code == 2, (out, err)
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_unknown_gpu_suggests(run_cli):
+    code, _, err = run_cli("estimate", "--model", "llama3-8b", "--gpu", "h10")
+    assert code == 2 and "did you mean" in err and "h100" in err
+
+
+def test_no_model_is_one_line(run_cli):
+    code, _, err = run_cli("estimate", "--gpu", "h100")
+    assert code == 2 and "no model given" in err
+
+
+def test_explicit_model_flags_defaults(run_json):
+    r = run_json("estimate", "--layers", "24", "--hidden", "2048", "--heads", "16", "--vocab",
+                 "50257", "--gpu", "h100", "--gpus", "8")
+    # GELU MLP of 4*hidden, untied embeddings: 24 * (4h^2 + 8h^2 + 2h) + 2 V h + h
+    h, V = 2048, 50257
+    assert r["params"] == 24 * (12 * h * h + 2 * h) + 2 * V * h + h
+
+
+def test_advice_for_a_model_that_does_not_fit_is_computed(run_json):
+    """Each suggestion names flags; re-running with them must fit (the advice is computed)."""
+    argv = ["estimate", "--model", "llama2-13b", "--gpu", "a100-80gb", "--gpus", "8",
+            "--seq-len", "4096", "--micro-batch", "2", "--global-batch", "64"]
+    r = run_json(*argv)
+    assert not r["fits"] and r["suggestions"]
+    tried = 0
+    for s in r["suggestions"]:
+        flags = re.findall(r"(--[a-z-]+(?: [0-9a-z]+)?)", s)
+        if not flags or "GPUs" in s:
+            continue
+        new = list(argv)
+        for f in flags:
+            parts = shlex.split(f)
+            if parts[0] in new:
+                j = new.index(parts[0])
+                del new[j:j + len(parts)]
+            new += parts
+        r2 = run_json(*new)
+        assert r2["fits"], (s, r2["memory_gib"])
+        tried += 1
+    assert tried >= 1
+
+
+def test_json_output_is_plain(run_cli):
+    code, out, _ = run_cli(*DONE, "--tokens", "1T", "--json")
+    json.loads(out)  # no NaN, no numpy types
+    assert "NaN" not in out and "Infinity" not in out

@@ -1,0 +1,144 @@
+"""`gpuplan plan`: constraints hold for every plan, the front and best plans agree, the export
+filter excludes what it must, plan and estimate agree, bad input gets one line (#6)."""
+
+from __future__ import annotations
+
+import pytest
+
+LLAMA = ["plan", "--model", "llama3-70b", "--tokens", "15T", "--deadline-days", "90"]
+CONTROLLED = {"h100-sxm", "h100-pcie", "h100-nvl", "a100-40gb", "a100-80gb", "a100-pcie-80gb",
+              "a800", "h800", "b200", "b300", "gb200"}
+
+
+@pytest.fixture(scope="module")
+def llama_plan():
+    import json
+
+    from gpuplan.cli import main
+
+    import io
+    import contextlib
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main([*LLAMA, "--json"]) == 0
+    return json.loads(buf.getvalue())
+
+
+def test_contract_keys(llama_plan):
+    r = llama_plan
+    assert r["evaluated"] >= r["feasible"] > 0
+    for key in ("plans", "pareto", "excluded"):
+        assert key in r
+    p = r["plans"][0]
+    for key in ("gpu", "gpus", "tp", "pp", "dp", "zero", "micro_batch", "recompute",
+                "precision", "acquisition", "offer", "pricing", "time_to_train_days",
+                "cost_usd", "mfu", "memory_gib_per_gpu"):
+        assert key in p
+    assert p["acquisition"] in ("cloud", "own")
+    assert (p["offer"] is None) == (p["acquisition"] == "own")
+
+
+def test_every_plan_meets_the_constraints(llama_plan):
+    for p in llama_plan["plans"] + llama_plan["pareto"]:
+        assert p["time_to_train_days"] <= 90
+        assert p["gpus"] == p["tp"] * p["pp"] * p["dp"] * p.get("cp", 1)
+        assert p["memory_gib_per_gpu"] <= p["gpu_memory_gib"]
+
+
+def test_ranking_and_front(llama_plan):
+    plans, front, best = llama_plan["plans"], llama_plan["pareto"], llama_plan["best"]
+    costs = [p["cost_usd"] for p in plans]
+    assert costs == sorted(costs)  # objective: cost
+    assert plans[0]["cost_usd"] == best["cost"]["cost_usd"]
+    # the front holds the best of each objective
+    assert min(p["cost_usd"] for p in front) == best["cost"]["cost_usd"]
+    assert min(p["time_to_train_days"] for p in front) == best["time"]["time_to_train_days"]
+    # nothing on the front is dominated by another front point
+    for a in front:
+        for b in front:
+            assert not (b["cost_usd"] <= a["cost_usd"] and b["time_to_train_days"] <=
+                        a["time_to_train_days"] and (b["cost_usd"] < a["cost_usd"] or
+                                                     b["time_to_train_days"] <
+                                                     a["time_to_train_days"]))
+
+
+def test_budget_and_gpu_filters_hold(run_json):
+    r = run_json("plan", "--model", "llama3-8b", "--tokens", "1T", "--budget-usd", "2e6",
+                 "--gpu", "h100", "--gpu", "a100-80gb", "--max-gpus", "256")
+    assert r["plans"]
+    for p in r["plans"] + r["pareto"]:
+        assert p["cost_usd"] <= 2e6 and p["gpu"] in ("h100-sxm", "a100-80gb")
+        assert p["gpus"] <= 256
+
+
+def test_acquisition_and_vendor_filters(run_json):
+    r = run_json("plan", "--model", "llama3-8b", "--tokens", "1T", "--vendor", "amd",
+                 "--acquisition", "cloud")
+    for p in r["plans"]:
+        assert p["vendor"] == "amd" and p["acquisition"] == "cloud"
+
+
+def test_export_region_cn_excludes_controlled_parts(run_json):
+    r = run_json("plan", "--model", "gpt3-175b", "--tokens", "300B", "--budget-usd", "5e6",
+                 "--export-region", "cn")
+    for p in r["plans"] + r["pareto"]:
+        assert p["gpu"] not in CONTROLLED
+        assert p["export_cn"] in ("allowed", "china-only")
+    reasons = " ".join(r["excluded_platforms"].get("export-controlled for China", []))
+    for gpu in ("h100-sxm", "a100-80gb"):
+        assert gpu in reasons
+
+
+def test_plan_and_estimate_agree(llama_plan, run_json):
+    p = llama_plan["plans"][0]
+    argv = ["estimate", "--model", "llama3-70b", "--gpu", p["gpu"], "--gpus", str(p["gpus"]),
+            "--tp", str(p["tp"]), "--pp", str(p["pp"]), "--cp", str(p["cp"]),
+            "--ep", str(p["ep"]), "--zero", str(p["zero"]),
+            "--micro-batch", str(p["micro_batch"]), "--global-batch", str(p["global_batch"]),
+            "--seq-len", str(p["seq_len"]), "--recompute", p["recompute"],
+            "--precision", p["precision"], "--tokens", "15T", "--pricing", p["pricing"]]
+    argv += ["--offer", p["offer"]] if p["offer"] else ["--system", p["system"]]
+    e = run_json(*argv)
+    assert e["fits"]
+    for key_e, key_p in (("time_to_train_days", "time_to_train_days"), ("cost_usd", "cost_usd"),
+                         ("mfu", "mfu"), ("tokens_per_s", "tokens_per_s")):
+        assert e[key_e] == pytest.approx(p[key_p], rel=1e-9), key_e
+    assert e["memory_gib"]["total"] == pytest.approx(p["memory_gib_per_gpu"], rel=1e-9)
+
+
+def test_infeasible_says_what_to_relax(run_json):
+    r = run_json("plan", "--model", "llama3-70b", "--tokens", "15T", "--deadline-days", "90",
+                 "--budget-usd", "1000")
+    assert r["feasible"] == 0 and not r["plans"]
+    assert any("feasible from a budget of $" in x for x in r["relax"])
+
+
+def test_text_output_explains(run_cli):
+    code, out, _ = run_cli(*LLAMA)
+    assert code == 0
+    assert "winner:" in out and "scaling outlook" in out and "excluded candidates" in out
+
+
+def test_favourite_gpu_that_cannot_make_it(run_json):
+    r = run_json("plan", "--model", "llama3-70b", "--tokens", "15T", "--deadline-days", "30",
+                 "--gpu", "rtx-4090")
+    assert not r["plans"]
+    assert r["favourite"] and r["favourite"][0].startswith("rtx-4090")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["plan", "--model", "llama3-8b"], "--tokens is required"),
+    (["plan", "--model", "llama3-8b", "--tokens", "1T", "--deadline-days", "-3"],
+     "--deadline-days must be in the future"),
+    (["plan", "--model", "llama3-8b", "--tokens", "1T", "--budget-usd", "0"],
+     "--budget-usd must be more than 0"),
+    (["plan", "--model", "llama3-8b", "--tokens", "1T", "--max-gpus", "1000000000000"],
+     "above the cap"),
+    (["plan", "--model", "llama3-8b", "--tokens", "1T", "--gpu", "h1000"], "did you mean"),
+    (["plan", "--model", "llama3-8b", "--tokens", "1T", "--pricing", "cheap"],
+     "unknown pricing mode 'cheap'"),
+])
+def test_bad_input(run_cli, argv, message):
+    code, out, err = run_cli(*argv)
+    assert code == 2 and message in err and err.count("\n") == 1, err
