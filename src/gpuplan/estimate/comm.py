@@ -1,0 +1,200 @@
+"""Communication: alpha-beta collective costs and per-step traffic of each parallelism (L3).
+
+Every bandwidth here is *per GPU, per direction* (a ring uses one direction of each link).
+The alpha-beta ring costs are from Thakur, Rabenseifner & Gropp 2005, "Optimization of
+Collective Communication Operations in MPICH" (IJHPCA 19(1)), and Patarasuk & Yuan 2009,
+"Bandwidth optimal all-reduce algorithms for clusters of workstations" (JPDC 69(2)):
+
+    all-reduce (ring)         2 (n-1)/n * bytes / bw + 2 (n-1) * alpha
+    reduce-scatter/all-gather   (n-1)/n * bytes / bw +   (n-1) * alpha
+    all-to-all (pairwise)       (n-1)/n * bytes / bw +   (n-1) * alpha
+    point-to-point                        bytes / bw +           alpha
+
+`bytes` is the full buffer one rank holds before an all-reduce / after an all-gather.
+Placement follows Megatron-LM's rank order (tp fastest, then cp, then dp, pp slowest;
+Narayanan et al. 2021, arXiv 2104.04473, section 3.3): a group stays on the scale-up link
+while its span fits in the scale-up domain, otherwise it crosses the scale-out fabric.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+# --- overlap of communication with compute (fraction hidden) ----------------------------------
+# Tensor-parallel collectives sit on the critical path unless the framework splits GEMMs to
+# overlap them (Megatron-LM/Transformer Engine --tp-comm-overlap; Wang et al. 2023, "Overlap
+# Communication with Dependent Computation via Decomposition", ASPLOS). Calibrated constant:
+# of {0, 0.15, 0.3, 0.45, 0.6}, 0.3 gives the lowest pooled RMS log error on the fit runs
+# (docs/calibration.md); "TP mostly not" overlapped.
+TP_OVERLAP = 0.3
+# DP gradient reduction is bucketed and overlapped with the backward pass (Li et al. 2020,
+# PyTorch DDP, arXiv 2006.15704, section 3.2.3); the share of the last micro-batch's compute
+# that can hide it is an assumed constant (0.8 and 1.0 change the fit by < 0.3 points).
+DP_OVERLAP = 0.8
+# ZeRO-3/FSDP parameter all-gathers are prefetched during the previous layer's compute
+# (Zhao et al. 2023, PyTorch FSDP, arXiv 2304.11277, section 3.3): assumed constant.
+ZERO3_OVERLAP = 0.8
+# Context-parallel KV ring exchange overlaps with blockwise attention (Liu et al. 2023,
+# Ring Attention, arXiv 2310.01889): assumed constant, most hidden.
+CP_OVERLAP = 0.7
+# MoE all-to-all is on the critical path without special scheduling (DeepSeek-V3's DualPipe
+# hides it, arXiv 2412.19437 section 3.2.1; Megatron's default does not): none hidden.
+EP_OVERLAP = 0.0
+# Pipeline p2p sends: Megatron-LM overlaps them with compute in the interleaved schedule
+# (--no-overlap-p2p-communication turns it off, so it is on by default; Megatron-LM
+# arguments.py); with plain 1F1B (vpp = 1) they are exposed.
+PP_OVERLAP_INTERLEAVED = 1.0
+PP_OVERLAP_1F1B = 0.0
+
+
+# --- collective primitives -------------------------------------------------------------------
+
+
+def _steps(n: Any) -> Any:
+    return np.maximum(np.asarray(n, dtype=float) - 1.0, 0.0)
+
+
+def ring_allreduce_s(nbytes: Any, n: Any, bw: Any, alpha: Any) -> Any:
+    """Ring all-reduce: 2(n-1)/n * bytes / bw + 2(n-1) alpha (0 for n = 1)."""
+    n = np.asarray(n, dtype=float)
+    return 2.0 * _steps(n) / n * np.asarray(nbytes) / np.asarray(bw) + 2.0 * _steps(n) * alpha
+
+
+def reduce_scatter_s(nbytes: Any, n: Any, bw: Any, alpha: Any) -> Any:
+    """Ring reduce-scatter (or all-gather): (n-1)/n * bytes / bw + (n-1) alpha."""
+    n = np.asarray(n, dtype=float)
+    return _steps(n) / n * np.asarray(nbytes) / np.asarray(bw) + _steps(n) * alpha
+
+
+all_gather_s = reduce_scatter_s
+
+
+def all_to_all_s(nbytes: Any, n: Any, bw: Any, alpha: Any) -> Any:
+    """Pairwise all-to-all: each rank keeps 1/n of its buffer and sends the rest."""
+    n = np.asarray(n, dtype=float)
+    return _steps(n) / n * np.asarray(nbytes) / np.asarray(bw) + _steps(n) * alpha
+
+
+def p2p_s(nbytes: Any, bw: Any, alpha: Any) -> Any:
+    """One point-to-point send."""
+    return np.asarray(nbytes) / np.asarray(bw) + alpha
+
+
+def hierarchical_allreduce_s(nbytes: Any, n: Any, n_inner: Any, bw_inner: Any, alpha_inner: Any,
+                             bw_outer: Any, alpha_outer: Any) -> Any:
+    """Two-level all-reduce: reduce-scatter inside the scale-up domain, all-reduce of the
+    1/n_inner shard across domains on the scale-out fabric, all-gather inside again
+    (the NCCL/Horovod hierarchical scheme; Sergeev & Del Balso 2018, arXiv 1802.05799)."""
+    n = np.asarray(n, dtype=float)
+    k = np.clip(np.asarray(n_inner, dtype=float), 1.0, n)
+    inner = 2.0 * reduce_scatter_s(nbytes, k, bw_inner, alpha_inner)
+    outer = ring_allreduce_s(np.asarray(nbytes) / k, n / k, bw_outer, alpha_outer)
+    return inner + outer
+
+
+def hierarchical_rs_s(nbytes: Any, n: Any, n_inner: Any, bw_inner: Any, alpha_inner: Any,
+                      bw_outer: Any, alpha_outer: Any) -> Any:
+    """Two-level reduce-scatter (or all-gather): half of the hierarchical all-reduce."""
+    n = np.asarray(n, dtype=float)
+    k = np.clip(np.asarray(n_inner, dtype=float), 1.0, n)
+    inner = reduce_scatter_s(nbytes, k, bw_inner, alpha_inner)
+    outer = reduce_scatter_s(np.asarray(nbytes) / k, n / k, bw_outer, alpha_outer)
+    return inner + outer
+
+
+# --- link selection ----------------------------------------------------------------------------
+
+
+def group_link(span: Any, domain: Any, bw_up: Any, a_up: Any, bw_out: Any, a_out: Any
+               ) -> tuple[Any, Any]:
+    """(bandwidth, latency) of a group whose ranks span `span` consecutive GPUs: the scale-up
+    link when the span fits in one scale-up domain, else the scale-out fabric."""
+    inside = np.asarray(span) <= np.asarray(domain)
+    return np.where(inside, bw_up, bw_out), np.where(inside, a_up, a_out)
+
+
+def ranks_inside(stride: Any, n: Any, domain: Any) -> Any:
+    """How many ranks of a group with stride `stride` share one scale-up domain (>= 1, <= n)."""
+    return np.clip(np.floor(np.asarray(domain) / np.asarray(stride)), 1.0, np.asarray(n))
+
+
+# --- per-step traffic of each parallelism ------------------------------------------------------
+
+
+def tp_layer_collectives(recompute_full: Any) -> Any:
+    """All-reduce-equivalents per layer per micro-batch for Megatron tensor parallelism:
+    2 forward + 2 backward (f and g operators, Shoeybi et al. 2019, arXiv 1909.08053, fig. 4);
+    with sequence parallelism each becomes a reduce-scatter + all-gather of the same volume
+    (Korthikanti et al. 2022, section 4.2.2). Full recompute repeats the 2 forward ones."""
+    return 4.0 + 2.0 * np.asarray(recompute_full, dtype=float)
+
+
+def tp_comm_s(act_bytes_per_layer: Any, tp: Any, n_collectives: Any, layers: Any,
+              microbatches: Any, bw: Any, alpha: Any) -> Any:
+    """Tensor-parallel time per step per GPU: n all-reduces of the (mb x s x h) activation per
+    layer, for every layer of the stage and every micro-batch."""
+    one = ring_allreduce_s(act_bytes_per_layer, tp, bw, alpha)
+    return one * n_collectives * layers * microbatches
+
+
+def pp_comm_s(boundary_bytes: Any, pp: Any, vpp: Any, microbatches: Any, bw: Any,
+              alpha: Any) -> Any:
+    """Pipeline p2p per step: each micro-batch crosses a stage boundary forward and backward,
+    vpp times with interleaving (Narayanan et al. 2021, section 2.2.2)."""
+    hops = np.where(np.asarray(pp) > 1, 2.0 * np.asarray(vpp) * microbatches, 0.0)
+    return hops * p2p_s(boundary_bytes, bw, alpha)
+
+
+def cp_comm_s(kv_bytes_per_layer: Any, cp: Any, layers: Any, microbatches: Any, bw: Any,
+              alpha: Any) -> Any:
+    """Context-parallel ring exchange of K and V: (cp-1) sends of the local K,V chunk forward
+    and twice that backward (K,V and their gradients), per layer and micro-batch."""
+    steps = _steps(cp)
+    return 3.0 * steps * p2p_s(kv_bytes_per_layer, bw, alpha) * layers * microbatches
+
+
+def ep_comm_s(dispatch_bytes: Any, ep: Any, moe_layers: Any, microbatches: Any, bw: Any,
+              alpha: Any) -> Any:
+    """MoE all-to-all: dispatch and combine, forward and backward (4 per MoE layer per
+    micro-batch; Lepikhin et al. 2020, GShard, arXiv 2006.16668)."""
+    return 4.0 * all_to_all_s(dispatch_bytes, ep, bw, alpha) * moe_layers * microbatches
+
+
+def exposed(total_s: Any, hideable_s: Any, overlap: Any) -> Any:
+    """Communication left on the critical path when `overlap` of `hideable_s` compute hides it."""
+    return np.maximum(np.asarray(total_s) - overlap * np.asarray(hideable_s), 0.0)
+
+
+# --- data-parallel gradient synchronization ----------------------------------------------------
+
+# Gradients are reduced in 16 bits: Megatron Core's DistributedDataParallelConfig defaults to
+# grad_reduce_in_fp32 = False, and PyTorch FSDP MixedPrecision(reduce_dtype=bf16) is the usual
+# recipe (Llama 3 reduces in FP32 instead, arXiv 2407.21783 section 3.3.4: 2x the DP bytes).
+# Parameters are all-gathered in 16 bits.
+GRAD_REDUCE_BYTES = 2.0
+PARAM_GATHER_BYTES = 2.0
+
+
+def dp_grad_sync_s(params: Any, dp: Any, zero: Any, n_inner: Any, bw_inner: Any, a_inner: Any,
+                   bw_outer: Any, a_outer: Any) -> Any:
+    """Once per step: ZeRO-0 all-reduces the gradients; ZeRO-1/2/3 reduce-scatter them and
+    (1/2) all-gather the updated 16-bit parameters (Rajbhandari et al. 2020, arXiv 1910.02054,
+    section 7: same volume as one all-reduce)."""
+    z = np.asarray(zero)
+    grads = np.asarray(params) * GRAD_REDUCE_BYTES
+    weights = np.asarray(params) * PARAM_GATHER_BYTES
+    ar = hierarchical_allreduce_s(grads, dp, n_inner, bw_inner, a_inner, bw_outer, a_outer)
+    rs = hierarchical_rs_s(grads, dp, n_inner, bw_inner, a_inner, bw_outer, a_outer)
+    ag = hierarchical_rs_s(weights, dp, n_inner, bw_inner, a_inner, bw_outer, a_outer)
+    return np.where(z == 0, ar, np.where(z >= 3, rs, rs + ag))
+
+
+def zero3_gather_s(params: Any, dp: Any, zero: Any, microbatches: Any, n_inner: Any,
+                   bw_inner: Any, a_inner: Any, bw_outer: Any, a_outer: Any) -> Any:
+    """ZeRO-3/FSDP: the 16-bit parameters are all-gathered before each forward and again before
+    each backward, for every micro-batch (Zhao et al. 2023, arXiv 2304.11277, section 3.2)."""
+    weights = np.asarray(params) * PARAM_GATHER_BYTES
+    ag = hierarchical_rs_s(weights, dp, n_inner, bw_inner, a_inner, bw_outer, a_outer)
+    return np.where(np.asarray(zero) >= 3, 2.0 * np.asarray(microbatches) * ag, 0.0)

@@ -1,0 +1,195 @@
+"""Compute: FLOPs per token by component and the time to execute them (L3, pure numpy).
+
+FLOP convention (stated once, used everywhere):
+
+* A matrix multiply of a token's ``k``-vector by a ``k x n`` weight is ``2 k n`` FLOPs forward;
+  the backward pass costs twice the forward (input and weight gradients), so forward + backward
+  is ``3 x`` the forward (Kaplan et al. 2020, arXiv 2001.08361, section 2.1).
+* Attention scores ``QK^T`` and the weighted sum ``AV`` are counted over the *whole* ``s x s``
+  matrix, not the causal half: ``2 * 2 * s * (heads * d_head)`` forward per token per layer.
+  This is the PaLM convention (Chowdhery et al. 2022, arXiv 2204.02311, appendix B:
+  ``6N + 12 L H Q T``) and also what the Megatron-LM 2021 formula counts (Narayanan et al.
+  2021, arXiv 2104.04473, eq. 3: the ``s / 6h`` term). Causal kernels skip about half of that
+  work but run well below GEMM efficiency; the calibrated efficiency absorbs the difference.
+* The input embedding is a lookup (0 FLOPs); the LM head is a ``hidden x vocab`` GEMM. So
+  ``model`` = ``6 N' + 12 L (H Q) s`` with ``N'`` the matmul parameters touched per token
+  (MoE: routed top-k + shared experts + router) including the LM head, excluding the input
+  embedding, norms and biases.
+* ``model`` is MFU's numerator (no recompute); ``recompute_extra`` adds the forward FLOPs that
+  selective (attention core, Korthikanti et al. 2022, arXiv 2205.05198) or full recompute
+  repeat, which HFU counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..spec import FP8, R_FULL, R_SELECTIVE, ModelSpec
+
+# Backward = 2 x forward (Kaplan et al. 2020, section 2.1).
+FWD_BWD = 3.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlopsBreakdown:
+    """Forward + backward FLOPs per token, by component (each may be an array over seq_len).
+
+    Components are whole-model sums (all layers). ``forward_layers`` is the forward FLOPs of the
+    transformer layers alone (what full recompute repeats); ``attention_core_fwd`` the forward
+    FLOPs of scores and values (what selective recompute repeats).
+    """
+
+    qkv: Any
+    attention: Any  # scores + values, PaLM convention (full s x s)
+    out_proj: Any
+    mlp: Any  # dense MLPs + active experts (routed top-k and shared)
+    router: Any
+    lm_head: Any
+    layers: int
+
+    @property
+    def model(self) -> Any:
+        """PaLM-convention model FLOPs per token (MFU numerator)."""
+        return self.qkv + self.attention + self.out_proj + self.mlp + self.router + self.lm_head
+
+    @property
+    def per_layer(self) -> Any:
+        """Average forward + backward FLOPs per token of one transformer layer (no LM head)."""
+        return (self.model - self.lm_head) / self.layers
+
+    @property
+    def attention_core_fwd(self) -> Any:
+        return self.attention / FWD_BWD
+
+    @property
+    def forward_layers(self) -> Any:
+        return (self.model - self.lm_head) / FWD_BWD
+
+    def recompute_extra(self, recompute: Any) -> Any:
+        """Forward FLOPs per token repeated by recompute (code 0 none, 1 selective, 2 full)."""
+        r = np.asarray(recompute)
+        return np.where(r == R_FULL, self.forward_layers,
+                        np.where(r == R_SELECTIVE, self.attention_core_fwd, 0.0))
+
+    def hardware(self, recompute: Any) -> Any:
+        """FLOPs per token the hardware executes (HFU numerator)."""
+        return self.model + self.recompute_extra(recompute)
+
+
+def _attention_dims(model: ModelSpec) -> tuple[int, int]:
+    """(query/key width, value width) summed over heads; MLA has its own head sizes."""
+    if getattr(model, "kv_lora_rank", 0):
+        qk = model.heads * (model.d_head + getattr(model, "rope_head_dim", 0))
+        v = model.heads * (getattr(model, "v_head_dim", 0) or model.d_head)
+        return qk, v
+    return model.heads * model.d_head, model.heads * model.d_head
+
+
+def flops_per_token(model: ModelSpec, seq_len: Any) -> FlopsBreakdown:
+    """Forward + backward FLOPs per token of a decoder, per component (PaLM convention)."""
+    s = np.asarray(seq_len, dtype=float)
+    L, h = model.layers, model.hidden
+    q_width, v_width = _attention_dims(model)
+    attn_params = model.attention_params_per_layer()
+    out_params = v_width * h
+    # QKV (or MLA's down/up projections) = attention weights other than the output projection.
+    qkv = FWD_BWD * 2.0 * L * (attn_params - out_params)
+    out_proj = FWD_BWD * 2.0 * L * out_params
+    # QK^T: 2 s q_width; AV: 2 s v_width (PaLM appendix B counts 2 x 2 s H Q forward).
+    attention = FWD_BWD * L * 2.0 * s * (q_width + v_width)
+    dense_layers = L - model.moe_layers
+    mlp = FWD_BWD * 2.0 * dense_layers * model.dense_mlp_params()
+    router = 0.0
+    if model.is_moe:
+        active = model.experts_per_token + model.shared_experts
+        mlp = mlp + FWD_BWD * 2.0 * model.moe_layers * active * model.expert_params()
+        router = FWD_BWD * 2.0 * model.moe_layers * h * model.experts
+    lm_head = FWD_BWD * 2.0 * h * model.vocab
+    return FlopsBreakdown(qkv=qkv + 0 * s, attention=attention, out_proj=out_proj + 0 * s,
+                          mlp=mlp + 0 * s, router=router + 0 * s, lm_head=lm_head + 0 * s,
+                          layers=L)
+
+
+# --- achievable efficiency ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Efficiency:
+    """Achievable-efficiency parameters per candidate (arrays broadcast with the layout).
+
+    matmul_max: fraction of dense peak reached by large GEMMs at BF16/FP16.
+    half_dim: per-GPU GEMM width (hidden / tp) at which half of matmul_max is reached.
+    fp8_ratio: efficiency at FP8 relative to BF16 (FP8 GEMMs reach a smaller share of their
+      doubled peak; casts and scaling add work).
+    memory_fraction: share of HBM bandwidth that memory-bound kernels reach.
+    layer_overhead_s: fixed time per transformer layer per micro-batch (forward + backward)
+      that does not shrink with the work: kernel launches, tails, synchronization.
+    guess: True where the family had no calibration data (the default row is a guess).
+    """
+
+    matmul_max: Any
+    half_dim: Any
+    fp8_ratio: Any
+    memory_fraction: Any
+    layer_overhead_s: Any = 0.0
+    guess: Any = False
+
+
+def matmul_efficiency(eff: Efficiency, gemm_dim: Any, precision: Any) -> Any:
+    """Saturating efficiency e_max * d / (d + d_half) of GEMMs whose width per GPU is d.
+
+    Small shards (hidden / tp) leave tensor cores under-occupied; the Michaelis-Menten-like
+    form is our choice (smooth, monotone, two parameters), fitted per family in
+    docs/calibration.md.
+    """
+    d = np.asarray(gemm_dim, dtype=float)
+    base = np.asarray(eff.matmul_max) * d / (d + np.asarray(eff.half_dim))
+    return np.where(np.asarray(precision) == FP8, base * np.asarray(eff.fp8_ratio), base)
+
+
+def compute_time(flops: Any, peak_flops: Any, efficiency: Any) -> Any:
+    """Seconds to execute `flops` at dense peak x achievable efficiency."""
+    return np.asarray(flops) / (np.asarray(peak_flops) * np.asarray(efficiency))
+
+
+# --- memory-bound kernels ----------------------------------------------------------------------
+
+# Bytes of HBM traffic per token per layer of the elementwise kernels, in units of
+# (activation bytes per element). Forward, with fused kernels: two norms (read + write h each),
+# two residual adds (read 2h, write h), the activation (read 1 or 2 x ffn, write ffn), dropout
+# off; MoE layers add the token permutation (read + write k copies of h, there and back).
+# Backward moves about twice the forward. Our count (memory_fraction is an assumption).
+def elementwise_bytes_per_token_layer(model: ModelSpec, act_bytes: Any) -> Any:
+    h = model.hidden
+    ffn = model.expert_ffn * (model.experts_per_token + model.shared_experts) \
+        if model.is_moe else model.ffn
+    act_in = 2 if model.mlp == "swiglu" else 1
+    fwd_elems = 2 * 2 * h + 2 * 3 * h + (act_in + 1) * ffn
+    if model.is_moe:  # token permutation before and after the experts: read + write k copies
+        fwd_elems += 2 * 2 * model.experts_per_token * h * model.moe_layers / model.layers
+    return FWD_BWD * fwd_elems * np.asarray(act_bytes, dtype=float)
+
+
+# Logits and cross-entropy per token, per vocabulary entry: write the 16-bit logits (2), read
+# them and write FP32 (2 + 4), softmax read + write (8), backward read + write of the gradient
+# (8) = 24 bytes (our count; Megatron-LM's fused vocab-parallel cross-entropy does about this).
+LOGITS_BYTES_PER_VOCAB = 24.0
+
+
+def logits_bytes_per_token(model: ModelSpec) -> float:
+    return LOGITS_BYTES_PER_VOCAB * model.vocab
+
+
+# Mixed-precision AdamW step per parameter: read fp32 grad (4), read + write fp32 master
+# weight, m and v (3 x 8), write the 16-bit weight copy (2) = 30 bytes (our count).
+ADAMW_STEP_BYTES_PER_PARAM = 30.0
+# SGD with momentum: grad 4, master 8, momentum 8, copy 2 = 22; Adafactor roughly like SGD.
+OPTIMIZER_STEP_BYTES = (ADAMW_STEP_BYTES_PER_PARAM, 22.0, 22.0)
+
+
+def memory_bound_time(nbytes: Any, bandwidth_bytes_per_s: Any, memory_fraction: Any) -> Any:
+    """Seconds to stream `nbytes` through HBM at the achievable share of its bandwidth."""
+    return np.asarray(nbytes) / (np.asarray(bandwidth_bytes_per_s) * np.asarray(memory_fraction))

@@ -1,0 +1,252 @@
+"""Step time: compute + exposed communication + pipeline bubble + optimizer step (L3).
+
+Composes `compute` and `comm` (its only estimate imports). Everything broadcasts over arrays
+of configurations (the fields of `Layout`, `Hardware` and `Efficiency`); a scalar query is a
+grid of one. Unsupported precisions (nan peak) give an infinite step time and 0 tokens/s.
+
+    step_s = compute_s + memory_s + optimizer_s
+           + tp_comm_s + pp_comm_s + dp_comm_s + cp_comm_s + ep_comm_s   (exposed parts)
+           + bubble_s
+
+bubble_s = (pp - 1) / (microbatches * vpp) x the pipeline's busy time, the interleaved 1F1B
+bubble of Narayanan et al. 2021 (arXiv 2104.04473, section 2.2.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..spec import FP32, PRECISIONS, R_FULL, Hardware, Layout, ModelSpec
+from ..units import DAY, HOUR
+from . import comm
+from .compute import (
+    FWD_BWD,
+    OPTIMIZER_STEP_BYTES,
+    Efficiency,
+    compute_time,
+    elementwise_bytes_per_token_layer,
+    flops_per_token,
+    logits_bytes_per_token,
+    matmul_efficiency,
+    memory_bound_time,
+)
+
+BOTTLENECKS = ("compute", "memory bandwidth", "TP comm", "DP comm", "PP bubble", "PP comm",
+               "CP comm", "EP comm")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimingBreakdown:
+    """Seconds per optimizer step by part (arrays). The parts sum to step_s."""
+
+    compute_s: Any  # GEMMs and attention at achievable efficiency
+    memory_s: Any  # memory-bound elementwise kernels (norms, activations, residuals, logits)
+    overhead_s: Any  # fixed per-layer, per-micro-batch time (launches, tails, syncs)
+    optimizer_s: Any
+    tp_comm_s: Any  # exposed
+    pp_comm_s: Any
+    dp_comm_s: Any  # exposed (after overlap with backward)
+    cp_comm_s: Any
+    ep_comm_s: Any
+    bubble_s: Any
+    step_s: Any
+    tokens_per_s: Any  # whole cluster
+    mfu: Any  # PaLM convention, against dense peak at the layout's precision
+    hfu: Any  # including recompute FLOPs
+    bottleneck: Any  # int code into BOTTLENECKS
+    matmul_efficiency: Any
+    efficiency_guess: Any  # True where the efficiency row is a guess (no calibration data)
+
+    def bottleneck_name(self) -> Any:
+        return np.asarray(BOTTLENECKS, dtype=object)[np.asarray(self.bottleneck)]
+
+
+def peak_at(hw: Hardware, precision: Any) -> Any:
+    """Dense peak FLOP/s at each candidate's precision code.
+
+    `hw.peak_flops_by_precision` (shape (..., 4), indexed by spec.PRECISIONS codes, nan where
+    unsupported) wins when present; otherwise `hw.peak_flops` is taken as already selected.
+    """
+    table = getattr(hw, "peak_flops_by_precision", None)
+    if table is None:
+        return np.asarray(hw.peak_flops, dtype=float)
+    table = np.asarray(table, dtype=float)
+    choices = [table[..., i] for i in range(len(PRECISIONS))]
+    return np.choose(np.asarray(precision), choices)
+
+
+def _params_per_gpu(model: ModelSpec, tp: Any, pp: Any, ep: Any) -> Any:
+    """Parameters one GPU holds before ZeRO sharding (experts also split over ep)."""
+    expert = model.moe_layers * model.experts * model.expert_params() if model.is_moe else 0
+    other = model.total_params() - expert
+    return other / (tp * pp) + expert / (tp * pp * ep)
+
+
+def _expert_share(model: ModelSpec, fl: Any, rc: Any) -> Any:
+    """Share of the executed FLOPs spent in routed experts (0 for dense models)."""
+    if not model.is_moe:
+        return 0.0
+    routed = FWD_BWD * 2.0 * model.moe_layers * model.experts_per_token * model.expert_params()
+    extra = np.where(np.asarray(rc) == R_FULL, 4.0 / 3.0, 1.0)
+    return routed * extra / fl.hardware(rc)
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    """Layout and hardware arrays, read once (floats, broadcastable)."""
+
+    tp: Any
+    pp: Any
+    dp: Any
+    cp: Any
+    ep: Any
+    vpp: Any
+    mb: Any
+    gb: Any
+    seq: Any
+    zero: Any
+    rc: Any
+    prec: Any
+    m: Any  # micro-batches per replica
+    act_bytes: Any
+    peak: Any
+    domain: Any
+    up: Any
+    a_up: Any
+    out: Any
+    a_out: Any
+
+    @property
+    def full(self) -> Any:
+        return self.rc == R_FULL
+
+    def link(self, span: Any) -> tuple[Any, Any]:
+        return comm.group_link(span, self.domain, self.up, self.a_up, self.out, self.a_out)
+
+
+def _context(layout: Layout, hw: Hardware) -> _Ctx:
+    f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
+    tp, pp, dp, cp, ep, vpp = (f(x) for x in (layout.tp, layout.pp, layout.dp, layout.cp,
+                                              layout.ep, layout.vpp))
+    mb, gb = f(layout.micro_batch), f(layout.global_batch)
+    prec = np.asarray(layout.precision)
+    return _Ctx(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, mb=mb, gb=gb,
+                seq=f(layout.seq_len), zero=np.asarray(layout.zero),
+                rc=np.asarray(layout.recompute), prec=prec, m=gb / (dp * mb),
+                act_bytes=np.where(prec == FP32, 4.0, 2.0),  # FP8 recipes keep 16-bit activations
+                peak=peak_at(hw, prec), domain=f(hw.scale_up_domain),
+                up=f(hw.scale_up_bytes_per_s), a_up=f(hw.scale_up_latency_s),
+                out=f(hw.scale_out_bytes_per_s), a_out=f(hw.scale_out_latency_s))
+
+
+def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
+                   optimizer: Any) -> dict[str, Any]:
+    """GEMM time, memory-bound time, fixed overhead and optimizer step on the busiest (last)
+    pipeline stage: its layers/pp layers plus the LM head."""
+    L, h = model.layers, model.hidden
+    fl = flops_per_token(model, c.seq)
+    tokens_gpu = c.gb * c.seq / (c.dp * c.cp)  # tokens each stage's tp group sees per step
+    layer_hw = (fl.hardware(c.rc) - fl.lm_head) / L
+    stage_flops = tokens_gpu / c.tp * (layer_hw * L / c.pp + fl.lm_head)
+    # Routed experts run narrower GEMMs (width min(hidden, expert ffn), not split by tp).
+    share = _expert_share(model, fl, c.rc)
+    eff_mm = matmul_efficiency(eff, h / c.tp, c.prec)
+    eff_ex = matmul_efficiency(eff, min(h, model.expert_ffn) + 0 * c.tp, c.prec)
+    compute_s = (compute_time(stage_flops * (1 - share), c.peak, eff_mm)
+                 + compute_time(stage_flops * share, c.peak, eff_ex))
+    per_token = (elementwise_bytes_per_token_layer(model, c.act_bytes) * L / c.pp
+                 + logits_bytes_per_token(model))
+    repeat = np.where(c.full, 4.0 / 3.0, 1.0)  # full recompute repeats the forward
+    memory_s = memory_bound_time(tokens_gpu / c.tp * per_token * repeat,
+                                 hw.memory_bandwidth_bytes_per_s, eff.memory_fraction)
+    overhead_s = np.asarray(eff.layer_overhead_s) * (L / c.pp) * c.m * repeat
+    params = _params_per_gpu(model, c.tp, c.pp, c.ep)
+    opt_bytes = np.choose(np.asarray(optimizer), OPTIMIZER_STEP_BYTES)
+    optimizer_s = memory_bound_time(params / np.where(c.zero >= 1, c.dp, 1.0) * opt_bytes,
+                                    hw.memory_bandwidth_bytes_per_s, eff.memory_fraction)
+    return dict(compute_s=compute_s, memory_s=memory_s, overhead_s=overhead_s,
+                optimizer_s=optimizer_s, params=params, fl=fl, eff_mm=eff_mm)
+
+
+def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any) -> dict[str, Any]:
+    """Exposed TP, CP, EP and PP communication per step (Megatron-LM rank order)."""
+    L, h = model.layers, model.hidden
+    act_layer = c.mb * c.seq / c.cp * h * c.act_bytes  # one (mb x s x h) activation
+    bw, a = c.link(c.tp)
+    tp_total = comm.tp_comm_s(act_layer, c.tp, comm.tp_layer_collectives(c.full),
+                              L / c.pp, c.m, bw, a)
+    tp_s = comm.exposed(tp_total, compute_s, comm.TP_OVERLAP)
+
+    bw, a = c.link(c.tp * c.cp)
+    kv_width = 2.0 * model.d_head * np.maximum(model.kv_heads / c.tp, 1.0)
+    cp_total = comm.cp_comm_s(c.mb * c.seq / c.cp * kv_width * c.act_bytes, c.cp, L / c.pp,
+                              c.m, bw, a)
+    fl = flops_per_token(model, c.seq)
+    cp_s = comm.exposed(cp_total, compute_s * fl.attention / fl.model, comm.CP_OVERLAP)
+
+    bw, a = c.link(c.tp * c.cp * c.ep)
+    k = model.experts_per_token if model.is_moe else 0
+    dispatch = act_layer / c.tp * k
+    ep_total = comm.ep_comm_s(dispatch, c.ep, model.moe_layers / c.pp, c.m, bw, a)
+    ep_s = comm.exposed(ep_total, compute_s, comm.EP_OVERLAP)
+
+    bw, a = c.link(c.tp * c.cp * c.dp * c.pp)  # scale-out once the job leaves one domain
+    boundary = act_layer / c.tp  # Megatron's scatter-gather optimization
+    overlap = np.where(c.vpp > 1, comm.PP_OVERLAP_INTERLEAVED, comm.PP_OVERLAP_1F1B)
+    pp_s = comm.exposed(comm.pp_comm_s(boundary, c.pp, c.vpp, c.m, bw, a), compute_s, overlap)
+    return dict(tp_comm_s=tp_s, cp_comm_s=cp_s, ep_comm_s=ep_s, pp_comm_s=pp_s)
+
+
+def _data_parallel_comm(c: _Ctx, params: Any, compute_s: Any) -> Any:
+    """Exposed DP time: hierarchical over the dp group (stride tp*cp). The gradient sync hides
+    behind the last micro-batch (backward, + the next forward for ZeRO's parameter gather);
+    ZeRO-3 gathers hide behind all compute."""
+    n_in = comm.ranks_inside(c.tp * c.cp, c.dp, c.domain)
+    sync = comm.dp_grad_sync_s(params, c.dp, c.zero, n_in, c.up, c.a_up, c.out, c.a_out)
+    gathers = comm.zero3_gather_s(params, c.dp, c.zero, c.m, n_in, c.up, c.a_up, c.out, c.a_out)
+    hide = compute_s / c.m * np.where(c.zero >= 1, 1.0, 2.0 / 3.0)
+    return (comm.exposed(sync, hide, comm.DP_OVERLAP)
+            + comm.exposed(gathers, compute_s, comm.ZERO3_OVERLAP))
+
+
+def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency) -> TimingBreakdown:
+    """Time of one optimizer step of `model` under `layout` on `hw` (all arrays broadcast)."""
+    c = _context(layout, hw)
+    cp_ = _compute_parts(model, c, hw, eff, layout.optimizer)
+    compute_s, memory_s, overhead_s = cp_["compute_s"], cp_["memory_s"], cp_["overhead_s"]
+    mp = _model_parallel_comm(model, c, compute_s)
+    dp_s = _data_parallel_comm(c, cp_["params"], compute_s)
+    busy = compute_s + memory_s + overhead_s + mp["tp_comm_s"] + mp["cp_comm_s"] + mp["ep_comm_s"]
+    bubble_s = (c.pp - 1.0) / (c.m * c.vpp) * busy  # interleaved 1F1B (Narayanan et al. 2021)
+    step = busy + cp_["optimizer_s"] + mp["pp_comm_s"] + dp_s + bubble_s
+    ok = np.isfinite(step) & (step > 0)
+    step = np.where(ok, step, np.inf)
+    tokens_per_s = np.where(ok, c.gb * c.seq / step, 0.0)
+    fl = cp_["fl"]
+    per_peak = tokens_per_s / (c.tp * c.pp * c.dp * c.cp * c.peak)
+    parts = np.broadcast_arrays(compute_s + overhead_s, memory_s + cp_["optimizer_s"],
+                                mp["tp_comm_s"], dp_s, bubble_s, mp["pp_comm_s"],
+                                mp["cp_comm_s"], mp["ep_comm_s"])
+    return TimingBreakdown(
+        compute_s=compute_s, memory_s=memory_s, overhead_s=overhead_s,
+        optimizer_s=cp_["optimizer_s"], dp_comm_s=dp_s, bubble_s=bubble_s, **mp,
+        step_s=step, tokens_per_s=tokens_per_s,
+        mfu=np.where(ok, fl.model * per_peak, 0.0),
+        hfu=np.where(ok, fl.hardware(c.rc) * per_peak, 0.0),
+        bottleneck=np.argmax(np.stack(np.nan_to_num(parts, nan=0.0)), axis=0),
+        matmul_efficiency=cp_["eff_mm"], efficiency_guess=np.asarray(eff.guess),
+    )
+
+
+def training_days(tokens: Any, tokens_per_s: Any) -> Any:
+    """Wall-clock days to process `tokens` at `tokens_per_s` (whole cluster)."""
+    return np.asarray(tokens, dtype=float) / np.asarray(tokens_per_s, dtype=float) / DAY
+
+
+def gpu_hours(tokens: Any, tokens_per_s: Any, gpus: Any) -> Any:
+    """GPU-hours to process `tokens`: GPUs x wall-clock hours."""
+    seconds = np.asarray(tokens, dtype=float) / np.asarray(tokens_per_s, dtype=float)
+    return np.asarray(gpus, dtype=float) * seconds / HOUR
