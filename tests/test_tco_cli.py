@@ -172,6 +172,33 @@ def test_flags_override_site_values(run_cli, overlay):
     assert r["assumptions"]["pue"] == {"value": 1.2, "from": "flag"}
 
 
+@pytest.mark.parametrize("flag, dest, value", [
+    ("--colocation", "colocation", 0.0), ("--staff", "staff", 750.0),
+    ("--residual", "residual", 0.0), ("--maintenance", "maintenance", 0.08),
+    ("--load-factor", "load_factor", 0.6), ("--network", "network", 2500.0),
+    ("--storage", "storage", 0.0), ("--install", "install", 0.02),
+])
+def test_each_site_flag_overrides_its_default(run_cli, overlay, flag, dest, value):
+    """The flag's value is used (origin 'flag') and changes the cost as the hand formula says."""
+    r = tco(run_cli, overlay, "--system", "tbox", "--nodes", "2", "--utilization", "0.5",
+            flag, str(value))
+    assert r["assumptions"][dest] == {"value": value, "from": "flag"}
+    gpus, nodes, servers = 8, 2, 200_000
+    network = gpus * (value if dest == "network" else 1000)
+    storage = gpus * (value if dest == "storage" else 500)
+    install = value if dest == "install" else 0.10
+    capex = (servers + network + storage) * (1 + install)
+    lf = value if dest == "load_factor" else 0.8
+    it_w = gpus * 500 * lf + nodes * 1000 * lf
+    colo = nodes * 3.0 * (value if dest == "colocation" else 100) * 12
+    maint = (value if dest == "maintenance" else 0.05) * capex
+    staff = gpus * (value if dest == "staff" else 2000)
+    opex = it_w / 1000 * H_YEAR * 1.5 * 0.10 + colo + maint + staff
+    residual = (value if dest == "residual" else 0.20) * servers
+    total = capex + 2 * opex - residual
+    assert r["usd_per_gpu_hour"] == pytest.approx(total / (gpus * 2 * H_YEAR * 0.5), rel=REL)
+
+
 def test_compare_cloud_rows_and_break_even_by_hand(run_cli, overlay):
     r = tco(run_cli, overlay, "--system", "tbox", "--nodes", "2", "--utilization", "0.5",
             "--compare-cloud")
@@ -180,6 +207,7 @@ def test_compare_cloud_rows_and_break_even_by_hand(run_cli, overlay):
     assert set(rows) == {"on-demand", "spot", "reserved-1y", "reserved-3y", "capacity-block"}
     for row in r["cloud"]:
         assert {"offer", "pricing", "usd_per_gpu_hour"} <= set(row)
+        assert row["instances"] == 2  # 8 GPUs in 4-GPU instances
     # on-demand: $20 / 4 GPUs = $5 per GPU-hour; owning wins above F / 5
     assert rows["on-demand"]["usd_per_gpu_hour"] == pytest.approx(5.0, rel=REL)
     assert r["break_even_utilization"]["on-demand"] == pytest.approx(h["full"] / 5.0, rel=REL)

@@ -289,9 +289,12 @@ def cloud_rows(cat: Any, acc: Any, o: Any, inp: Inputs, modes: set[str] | None,
             rate = listed / g if g else (math.inf if g == 0 else listed)
             effective = _f(cost.committed_usd_per_used_hour(rate, u, reuse)) if rate < math.inf \
                 else math.inf
+            instances = math.ceil(gpus / offer.count)
             rows.append({
                 "offer": offer.id, "cloud": offer.cloud, "instance_type": offer.instance_type,
-                "region": offer.region, "pricing": mode,
+                "region": offer.region, "pricing": mode, "instances": instances,
+                "exceeds_max_instances": bool(offer.max_instances
+                                              and instances > offer.max_instances),
                 "list_usd_per_gpu_hour": listed,
                 "usd_per_gpu_hour": effective,
                 "goodput": g,
