@@ -82,7 +82,7 @@ def test_env_var_overlay(tmp_path, monkeypatch):
         (lambda t: t.replace('as_of = "2026-11-30"', 'as_of = "last year"'), "as_of must be a date"),
         (lambda t: t.replace('source = "my own measurement"', 'source = ""'),
          "source must not be empty"),
-        (lambda t: t.replace('"pcie4"\nhost', '"pcie44"\nhost'), "unknown fabric 'pcie44'"),
+        (lambda t: t.replace('fabric = "pcie4"', 'fabric = "pcie44"'), "unknown fabric 'pcie44'"),
         (lambda t: t.replace('vendor = "nvidia"', 'vendor = "nvdia"'), "vendor must be one of"),
         (lambda t: t + "\n[[acelerator]]\nid='x'\n", "unknown table 'acelerator'"),
         (lambda t: t.replace("[[accelerator]]", "[[accelerator"), "not valid TOML"),
