@@ -231,3 +231,25 @@ def test_torchtitan_llama3_8b_fsdp_peak_within_recompute_bounds():
     lo, hi = np.asarray(memory_breakdown(LLAMA3_8B, lay, **NO_OVERHEAD).total) / GiB
     assert lo < measured < hi
     assert measured == pytest.approx((lo + hi) / 2, rel=0.35)
+
+
+def _catalog_models() -> list[ModelSpec]:
+    from gpuplan.catalog import load_catalog
+
+    return list(load_catalog().models.values())
+
+
+@pytest.mark.parametrize("model", _catalog_models(), ids=lambda m: m.id)
+def test_single_gpu_weights_count_every_parameter_once(model):
+    """Second count of the parameters: on one GPU (pp = tp = 1, no ZeRO) the stage placement
+    (attention, MLP or experts, norms, embeddings, head, final norm) holds exactly
+    ModelSpec.total_params(); with pp = 2 the two stages hold it plus the tied-embedding copy."""
+    one = memory_breakdown(model, Layout(precision=FP32), **NO_OVERHEAD)
+    assert float(one.weights) == 4 * model.total_params()
+    from gpuplan.estimate.memory import stage_params
+
+    lay = Layout(pp=2)
+    first, last = (stage_params(model, lay, s) for s in ("first", "last"))
+    held = float(first.dense + first.expert + last.dense + last.expert)
+    copy = model.vocab * model.hidden if model.tied_embeddings else 0
+    assert held == model.total_params() + copy

@@ -59,7 +59,7 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import ADAFACTOR, ADAMW, FP32, R_FULL, R_NONE, R_SELECTIVE, SGD, Layout, ModelSpec
+from ..spec import ADAFACTOR, ADAMW, FP32, R_NONE, SGD, Layout, ModelSpec
 
 __all__ = [
     "MemoryBreakdown",
@@ -96,7 +96,7 @@ def adafactor_state_per_param(model: ModelSpec) -> float:
     Shazeer & Stern 2018 (arXiv 1804.04235), section 3: a factored estimate keeps one row and one
     column accumulator per matrix; no first moment (beta1 = 0, the paper's default).
     """
-    h, q, kv, d = model.hidden, model.heads * model.d_head, model.kv_heads * model.d_head, 0
+    h, q, kv = model.hidden, model.heads * model.d_head, model.kv_heads * model.d_head
     attn = (h + q) * 2 + (h + kv) * 2  # Wq, Wo, Wk, Wv
     mlp = model.mlp_matrices * (h + model.ffn)
     expert = model.mlp_matrices * (h + model.expert_ffn)
@@ -104,7 +104,7 @@ def adafactor_state_per_param(model: ModelSpec) -> float:
     dense_layers = model.layers - model.moe_layers
     moe_layer = attn + norms + (model.experts + model.shared_experts) * expert + (h + model.experts)
     emb = (model.vocab + h) * (1 if model.tied_embeddings else 2)
-    state = dense_layers * (attn + mlp + norms) + model.moe_layers * moe_layer + emb + h + d
+    state = dense_layers * (attn + mlp + norms) + model.moe_layers * moe_layer + emb + h
     return state / model.total_params()
 
 
@@ -142,35 +142,88 @@ def _kv_width_per_rank(model: ModelSpec, tp: Any) -> Any:
     return model.d_head * np.maximum(model.kv_heads / tp, 1.0)
 
 
-def stage_params(model: ModelSpec, layout: Layout, stage: str) -> StageParams:
-    """Parameters per GPU on the 'first' or 'last' pipeline stage (Megatron-LM placement)."""
-    tp, pp = np.asarray(layout.tp, float), np.asarray(layout.pp, float)
-    ep = np.asarray(layout.ep, float)
+def _stages(model: ModelSpec, tp: Any, pp: Any, ep: Any) -> tuple[StageParams, StageParams]:
+    """Parameters per GPU on the first and the last pipeline stage (Megatron-LM placement)."""
     h, q = model.hidden, model.heads * model.d_head
-    attn = 2 * h * q / tp + 2 * h * _kv_width_per_rank(model, tp)  # Wq, Wo split; Wk, Wv
-    norms = model.norm_params_per_layer()  # replicated across TP
-    mlp = model.dense_mlp_params() / tp
-    experts = (model.experts / ep) * model.expert_params() / tp if model.is_moe else 0.0
-    shared = model.shared_experts * model.expert_params() / tp if model.is_moe else 0.0
-    router = h * model.experts if model.is_moe else 0.0
-    lps = model.layers / pp
-    if stage == "first":  # dense layers come first in MoE models
-        n_moe = np.clip(lps - model.dense_layers, 0, lps) if model.is_moe else 0.0 * lps
+    # Wq, Wo split by tp; Wk, Wv per KV head; norms replicated across TP. MLA (DeepSeek-V2):
+    # all attention matrices taken as split by tp (its small down-projections are replicated
+    # in Megatron-LM: an under-count of < 1% of a layer per GPU)
+    if model.is_mla:
+        attn = model.attention_params_per_layer() / tp + model.norm_params_per_layer()
     else:
-        n_moe = np.minimum(lps, model.moe_layers)
-    n_dense = lps - n_moe
-    vh = model.vocab * h
-    # embeddings are vocabulary-parallel (/tp); the final norm (h) sits with the LM head
-    single = model.embedding_params() / tp + h  # pp == 1: embedding, head (once if tied), norm
-    root = np.where(pp == 1, single, vh / tp + (h if stage == "last" else 0.0))
-    dense = lps * (attn + norms) + n_dense * mlp + n_moe * (shared + router) + root
-    unit = attn + norms + np.maximum(np.where(n_dense > 0, mlp, 0.0),
-                                     np.where(n_moe > 0, experts + shared + router, 0.0))
-    return StageParams(dense=dense, expert=n_moe * experts, unit=unit, root=root,
-                       dense_layers=n_dense, moe_layers=n_moe)
+        attn = (2 * h * q / tp + 2 * h * _kv_width_per_rank(model, tp)
+                + model.norm_params_per_layer())
+    mlp = model.dense_mlp_params() / tp
+    lps = model.layers / pp
+    # embeddings are vocabulary-parallel (/tp); the final norm (h) sits with the LM head;
+    # pp == 1: embedding and head (once if tied) and the final norm on the one stage
+    single = model.embedding_params() / tp + h
+    emb = model.vocab * h / tp
+    roots = (np.where(pp == 1, single, emb), np.where(pp == 1, single, emb + h))
+    if not model.is_moe:
+        core = lps * (attn + mlp)
+        unit = attn + mlp
+        return tuple(  # type: ignore[return-value]
+            StageParams(dense=core + r, expert=0.0, unit=unit, root=r, dense_layers=lps,
+                        moe_layers=0.0) for r in roots)
+    experts = (model.experts / ep) * model.expert_params() / tp
+    other = model.shared_experts * model.expert_params() / tp + h * model.experts  # + router
+    n_moe = (np.clip(lps - model.dense_layers, 0, lps),  # dense layers come first
+             np.minimum(lps, model.moe_layers))
+    out = []
+    for nm, r in zip(n_moe, roots, strict=True):
+        nd = lps - nm
+        unit = attn + np.maximum(np.where(nd > 0, mlp, 0.0), np.where(nm > 0, experts + other, 0.0))
+        out.append(StageParams(dense=lps * attn + nd * mlp + nm * other + r, expert=nm * experts,
+                               unit=unit, root=r, dense_layers=nd, moe_layers=nm))
+    return out[0], out[1]
+
+
+def stage_params(model: ModelSpec, layout: Layout, stage: str) -> StageParams:
+    """Parameters per GPU on the 'first' or 'last' pipeline stage."""
+    first, last = _stages(model, np.asarray(layout.tp), np.asarray(layout.pp),
+                          np.asarray(layout.ep))
+    return first if stage == "first" else last
 
 
 # --- activations -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _LayerActs:
+    """Stored bytes per layer and micro-batch for each recompute mode."""
+
+    none: Any
+    selective: Any
+    full: Any  # the checkpointed layer input
+
+
+def _layer_acts(model: ModelSpec, *, seq_len: Any, micro_batch: Any, tp: Any = 1, cp: Any = 1,
+                sp: Any = True, flash: Any = True, precision: Any = 2, dropout: Any = False,
+                moe: bool = False) -> _LayerActs:
+    """The terms of `layer_activation_bytes` (formulas documented there)."""
+    t = np.asarray(tp)
+    e = _ACT_B[np.asarray(precision, dtype=np.intp)]
+    drop = np.asarray(dropout)
+    flash_ = np.asarray(flash, bool)
+    t_seq = np.where(np.asarray(sp, bool), t, 1)  # SP splits the replicated part too
+    sb = np.asarray(seq_len) * np.asarray(micro_batch) / np.asarray(cp)
+    esb = e * sb
+    h, a, q = model.hidden, model.heads, model.heads * model.d_head
+    # norm inputs (2), QKV input, MLP input; 1-byte dropout masks after attention-out and MLP
+    replicated = (esb * (4 * h) + drop * (2 * h) * sb) / t_seq
+    q_out = esb * (2 * q) / t  # Q and the out-projection input (= K, V repeated to all heads)
+    kv_compact = esb * 2 * _kv_width_per_rank(model, t)
+    stats = sb * (4.0 * a) / t  # flash attention: fp32 log-sum-exp per query and head
+    # a*s^2*b: softmax output e, with dropout its output e and a 1-byte mask
+    score = sb * np.asarray(seq_len) * a * (e + drop * (e + 1)) / t
+    mlp = esb * _mlp_saved(model, moe) / t
+    if moe:
+        mlp = mlp + 4.0 * sb * model.experts  # router probabilities, fp32, replicated
+    common = replicated + q_out + mlp
+    none = common + np.where(flash_, kv_compact + stats, q_out + score)
+    selective = common + kv_compact + flash_ * stats
+    return _LayerActs(none=none, selective=selective, full=esb * h / t_seq)
+
+
 def layer_activation_bytes(
     model: ModelSpec,
     *,
@@ -195,36 +248,18 @@ def layer_activation_bytes(
         input) + 1 B masks after attention-out and MLP when dropout (2*s*b*h);
       TP-split part: e*s*b*(q + 2*kv + q) for Q, K, V and the out-projection input
         (non-flash attention saves K and V repeated to all heads, as Megatron-LM and Hugging Face
-        eager attention do; flash attention and selective recompute keep them compact), plus
-        the MLP's saved tensors
-        e*s*b*ffn*(2 GELU | 4 SwiGLU); MoE: k routed + shared experts' MLP tensors, their input
-        copies, and the fp32 router probabilities (4*s*b*E);
-      score part (non-flash, not selective/full): a*s^2*b*(e softmax + dropout: e output + 1 mask);
+        eager attention do; flash attention and selective recompute keep them compact: the
+        checkpointed core attention receives them before Megatron-LM repeats them), plus the
+        MLP's saved tensors e*s*b*ffn*(2 GELU | 4 SwiGLU); MoE: k routed + shared experts' MLP
+        tensors, their input copies, and the fp32 router probabilities (4*s*b*E);
+      score part (non-flash, no recompute): a*s^2*b*(e softmax + dropout: e output + 1 mask);
       flash keeps fp32 softmax statistics 4*a*s*b instead (Dao et al. 2022, arXiv 2205.14135).
     Context parallelism divides the sequence by cp (the score part keeps all keys: a*(s/cp)*s*b).
     """
-    s, b = np.asarray(seq_len, float), np.asarray(micro_batch, float)
-    t, c = np.asarray(tp, float), np.asarray(cp, float)
-    e = _ACT_B[np.asarray(precision, dtype=np.intp)]
-    drop = np.asarray(dropout, float)
-    flash_ = np.asarray(flash, bool)
-    rc = np.asarray(recompute)
-    t_seq = np.where(np.asarray(sp, bool), t, 1.0)  # SP splits the replicated part too
-    sb = s * b / c
-    h, a, q = model.hidden, model.heads, model.heads * model.d_head
-    replicated = sb * h * (4 * e + 2 * drop) / t_seq
-    # K, V saved compact by flash attention and by selective recompute (the checkpointed core
-    # attention receives them before Megatron-LM repeats them); repeated to all heads otherwise
-    kv = np.where(flash_ | (rc == R_SELECTIVE), _kv_width_per_rank(model, t), q / t)
-    attn = e * sb * (2 * q / t + 2 * kv)
-    attn = attn + np.where(flash_, 4.0 * a * sb / t, 0.0)  # flash softmax statistics (fp32)
-    score = np.where(flash_ | (rc != R_NONE), 0.0, a * sb * s * (e + drop * (e + 1)) / t)
-    mlp = e * sb * _mlp_saved(model, moe) / t
-    if moe:
-        mlp = mlp + 4.0 * sb * model.experts  # router probabilities, fp32, replicated
-    full = replicated + attn + score + mlp
-    ckpt = e * sb * h / t_seq  # full recompute: only the layer input (sharded with SP)
-    return np.where(rc == R_FULL, ckpt, full)
+    acts = _layer_acts(model, seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sp=sp,
+                       flash=flash, precision=precision, dropout=dropout, moe=moe)
+    rc = np.asarray(recompute, dtype=np.intp)
+    return np.choose(rc, [acts.none, acts.selective, acts.full])
 
 
 def _mlp_saved(model: ModelSpec, moe: bool) -> float:
@@ -236,17 +271,15 @@ def _mlp_saved(model: ModelSpec, moe: bool) -> float:
     return k * (per * model.expert_ffn + model.hidden)  # + each expert's input copy
 
 
-def layer_recompute_transient_bytes(model: ModelSpec, *, recompute: Any, **kw: Any) -> Any:
-    """Extra bytes alive while one layer is recomputed in backward (one micro-batch).
+def _recompute_transient(acts: _LayerActs, rc: Any) -> Any:
+    """full: the layer's complete activations minus its stored input (the input is reused);
+    selective: the recomputed attention scores (non-flash only); none: nothing."""
+    return np.choose(rc, [0.0, acts.none - acts.selective, acts.none - acts.full])
 
-    full: the layer's complete activations minus its stored input (the input is reused);
-    selective: the recomputed attention scores (non-flash only); none: nothing.
-    """
-    rc = np.asarray(recompute)
-    none = layer_activation_bytes(model, recompute=R_NONE, **kw)
-    sel = layer_activation_bytes(model, recompute=R_SELECTIVE, **kw)
-    ckpt = layer_activation_bytes(model, recompute=R_FULL, **kw)
-    return np.where(rc == R_FULL, none - ckpt, np.where(rc == R_SELECTIVE, none - sel, 0.0))
+
+def layer_recompute_transient_bytes(model: ModelSpec, *, recompute: Any, **kw: Any) -> Any:
+    """Extra bytes alive while one layer is recomputed in backward (one micro-batch)."""
+    return _recompute_transient(_layer_acts(model, **kw), np.asarray(recompute, dtype=np.intp))
 
 
 def inflight_microbatches(pp: Any, vpp: Any, microbatches: Any) -> Any:
@@ -256,7 +289,7 @@ def inflight_microbatches(pp: Any, vpp: Any, microbatches: Any) -> Any:
     interleaved with vpp chunks: pp * (1 + (pp - 1) / (pp * vpp)) (Korthikanti et al. 2022,
     section 4.2.3), also capped at m.
     """
-    pp, vpp = np.asarray(pp, float), np.asarray(vpp, float)
+    pp, vpp = np.asarray(pp), np.asarray(vpp)
     held = np.where(vpp > 1, pp + (pp - 1) / vpp, pp)
     return np.maximum(np.minimum(held, microbatches), 1.0)
 
@@ -271,13 +304,12 @@ def logits_bytes(
       output kept by the loss, 4*s*b*V/t (Korthikanti et al. 2022, section 4.3: 4sbh/t*(1+V/h));
     transient: the logits in training precision e*s*b*V/t, alive with the loss buffer.
     """
-    s, b = np.asarray(seq_len, float), np.asarray(micro_batch, float)
-    t, c = np.asarray(tp, float), np.asarray(cp, float)
+    t = np.asarray(tp)
     e = _ACT_B[np.asarray(precision, dtype=np.intp)]
-    t_seq = np.where(np.asarray(sp, bool), t, 1.0)
-    sb = s * b / c
-    saved = 2 * e * sb * model.hidden / t_seq + 4.0 * sb * model.vocab / t
-    return saved, e * sb * model.vocab / t
+    t_seq = np.where(np.asarray(sp, bool), t, 1)
+    sb = np.asarray(seq_len) * np.asarray(micro_batch) / np.asarray(cp)
+    saved = 2 * model.hidden * e * sb / t_seq + (4.0 * model.vocab) * sb / t
+    return saved, (model.vocab * e) * sb / t
 
 
 # --- the breakdown -----------------------------------------------------------------------------
@@ -319,61 +351,6 @@ def _plain(x: np.ndarray) -> Any:
     return float(x) if x.ndim == 0 else x
 
 
-def _shard(zero: Any, stage: int, group: Any) -> Any:
-    """ZeRO divisor: the group size when the ZeRO stage shards this state, else 1."""
-    return np.where(np.asarray(zero) >= stage, group, 1.0)
-
-
-def _stage_memory(model: ModelSpec, L: Layout, stage: str, *, runtime_overhead_bytes: float,
-                  fragmentation: float, adafactor_state: float) -> dict[str, Any]:
-    P = stage_params(model, L, stage)
-    wb, gb, ob = model_state_bytes_per_param(L.precision, L.optimizer, adafactor_state)
-    zero = np.asarray(L.zero)
-    group = np.asarray(L.dp, float) * np.asarray(L.cp, float)
-    egroup = group / np.asarray(L.ep, float)
-    weights = wb * (P.dense / _shard(zero, 3, group) + P.expert / _shard(zero, 3, egroup))
-    grad_params = P.dense / _shard(zero, 2, group) + P.expert / _shard(zero, 2, egroup)
-    gradients = gb * grad_params
-    opt = ob * (P.dense / _shard(zero, 1, group) + P.expert / _shard(zero, 1, egroup))
-    offload = np.asarray(L.offload, bool)
-    m = np.asarray(L.global_batch, float) / (np.asarray(L.dp, float) * np.asarray(L.micro_batch))
-    mixed = np.asarray(L.precision) != FP32
-    # accumulating over micro-batches in fp32 (Megatron-LM main_grad): 4 B instead of gb
-    grad_accum = np.where(mixed & (m > 1), (4.0 - gb) * grad_params, 0.0)
-    gathered = np.where((zero >= 3) & (group > 1), wb * (2 * P.unit + P.root) + gb * P.unit, 0.0)
-
-    kw = dict(seq_len=L.seq_len, micro_batch=L.micro_batch, tp=L.tp, cp=L.cp, sp=L.sp,
-              precision=L.precision)
-    akw = dict(kw, flash=L.flash, dropout=L.dropout)
-    dense_act = layer_activation_bytes(model, recompute=L.recompute, **akw)
-    dense_tr = layer_recompute_transient_bytes(model, recompute=L.recompute, **akw)
-    if model.is_moe:
-        moe_act = layer_activation_bytes(model, recompute=L.recompute, moe=True, **akw)
-        moe_tr = layer_recompute_transient_bytes(model, recompute=L.recompute, moe=True, **akw)
-    else:
-        moe_act = moe_tr = 0.0
-    held = inflight_microbatches(L.pp, L.vpp, m) if stage == "first" else 1.0
-    stored = held * (P.dense_layers * dense_act + P.moe_layers * moe_act)
-    transient = np.maximum(np.where(P.dense_layers > 0, dense_tr, 0.0),
-                           np.where(P.moe_layers > 0, moe_tr, 0.0))
-    activations = stored + transient
-    pp = np.asarray(L.pp)
-    has_head = (pp == 1) | (stage == "last")
-    saved, live = logits_bytes(model, **kw)
-    logits = np.where(has_head, saved + live, 0.0)
-    if stage == "first":  # embedding-output dropout mask, 1 B per element (sharded with SP)
-        t_seq = np.where(np.asarray(L.sp, bool), L.tp, 1)
-        mask = np.asarray(L.dropout, float) * L.seq_len * L.micro_batch * model.hidden
-        activations = activations + held * mask / (t_seq * np.asarray(L.cp, float))
-    on_gpu_opt = np.where(offload, 0.0, opt)
-    allocated = weights + gradients + on_gpu_opt + activations + logits + gathered + grad_accum
-    overhead = runtime_overhead_bytes + fragmentation * allocated
-    return dict(weights=weights, gradients=gradients, optimizer=on_gpu_opt,
-                activations=activations, logits=logits, gathered=gathered,
-                grad_accum=grad_accum, overhead=overhead,
-                offloaded=np.where(offload, opt, 0.0), total=allocated + overhead)
-
-
 def memory_breakdown(
     model: ModelSpec,
     layout: Layout,
@@ -387,12 +364,72 @@ def memory_breakdown(
     the larger total is reported with its parts (they coincide when pp == 1).
     `runtime_overhead_bytes` and `fragmentation` are catalog constants with a source.
     """
-    ada = adafactor_state_per_param(model)
-    kw = dict(runtime_overhead_bytes=runtime_overhead_bytes, fragmentation=fragmentation,
-              adafactor_state=ada)
-    first = _stage_memory(model, layout, "first", **kw)
-    last = _stage_memory(model, layout, "last", **kw)
-    pick_last = last["total"] > first["total"]
-    shape = np.broadcast(*(np.asarray(v) for v in (*first.values(), *last.values()))).shape
-    out = {k: np.broadcast_to(np.where(pick_last, last[k], first[k]), shape) for k in first}
-    return MemoryBreakdown(**out, stage=np.broadcast_to(pick_last.astype(np.int8), shape))
+    L = layout
+    tp, pp, dp, cp = (np.asarray(x) for x in (L.tp, L.pp, L.dp, L.cp))
+    zero, precision = np.asarray(L.zero), np.asarray(L.precision, dtype=np.intp)
+    rc = np.asarray(L.recompute, dtype=np.intp)
+    wb, gb, ob = model_state_bytes_per_param(precision, L.optimizer,
+                                             adafactor_state_per_param(model))
+    # ZeRO divisors: the shard group where the stage shards that state, else 1
+    group = dp * cp
+    s1, s2, s3 = (np.where(zero >= z, group, 1) for z in (1, 2, 3))
+    m = np.asarray(L.global_batch) / (dp * np.asarray(L.micro_batch))  # micro-batches per step
+    # accumulating over micro-batches in fp32 (Megatron-LM main_grad): 4 B instead of gb
+    accum_b = np.where((precision != FP32) & (m > 1), 4.0 - gb, 0.0)
+    gather = (zero >= 3) & (group > 1)
+    offload = np.asarray(L.offload, bool)
+
+    kw = dict(seq_len=L.seq_len, micro_batch=L.micro_batch, tp=tp, cp=cp, sp=L.sp,
+              precision=precision)
+    dense = _layer_acts(model, flash=L.flash, dropout=L.dropout, **kw)
+    dense_stored = np.choose(rc, [dense.none, dense.selective, dense.full])
+    dense_tr = _recompute_transient(dense, rc)
+    if model.is_moe:
+        moe = _layer_acts(model, flash=L.flash, dropout=L.dropout, moe=True, **kw)
+        moe_stored = np.choose(rc, [moe.none, moe.selective, moe.full])
+        moe_tr = _recompute_transient(moe, rc)
+    saved, live = logits_bytes(model, **kw)
+    head = saved + live
+    emb_mask = np.asarray(L.dropout) * (np.asarray(L.seq_len) * np.asarray(L.micro_batch)
+                                        * model.hidden) / (np.where(L.sp, tp, 1) * cp)
+
+    first, last = _stages(model, tp, pp, np.asarray(L.ep))
+    stages = []
+    for P, is_first in ((first, True), (last, False)):
+        if model.is_moe:
+            egroup = group / np.asarray(L.ep)
+            e1, e2, e3 = (np.where(zero >= z, egroup, 1) for z in (1, 2, 3))
+            grad_params = P.dense / s2 + P.expert / e2
+            weights = wb * (P.dense / s3 + P.expert / e3)
+            opt = ob * (P.dense / s1 + P.expert / e1)
+            stored = P.dense_layers * dense_stored + P.moe_layers * moe_stored
+            transient = np.maximum(np.where(P.dense_layers > 0, dense_tr, 0.0),
+                                   np.where(P.moe_layers > 0, moe_tr, 0.0))
+        else:
+            grad_params = P.dense / s2
+            weights = wb * (P.dense / s3)
+            opt = ob * (P.dense / s1)
+            stored = P.dense_layers * dense_stored
+            transient = dense_tr
+        gradients = gb * grad_params
+        grad_accum = accum_b * grad_params
+        gathered = np.where(gather, wb * (2 * P.unit + P.root) + gb * P.unit, 0.0)
+        if is_first:  # 1F1B: the first stage holds several micro-batches (one if pp == 1)
+            held = inflight_microbatches(pp, L.vpp, m)
+            activations = held * (stored + emb_mask) + transient
+            logits = np.where(pp == 1, head, 0.0)
+        else:
+            activations = stored + transient
+            logits = head
+        on_gpu_opt = np.where(offload, 0.0, opt)
+        allocated = weights + gradients + on_gpu_opt + activations + logits + gathered + grad_accum
+        overhead = runtime_overhead_bytes + fragmentation * allocated
+        stages.append(dict(weights=weights, gradients=gradients, optimizer=on_gpu_opt,
+                           activations=activations, logits=logits, gathered=gathered,
+                           grad_accum=grad_accum, overhead=overhead,
+                           offloaded=np.where(offload, opt, 0.0), total=allocated + overhead))
+    f, la = stages
+    pick_last = la["total"] > f["total"]
+    shape = np.shape(pick_last)
+    out = {k: np.broadcast_to(np.where(pick_last, la[k], f[k]), shape) for k in f}
+    return MemoryBreakdown(**out, stage=pick_last.astype(np.int8))
