@@ -399,7 +399,7 @@ def break_even_utilization(own_usd_per_gpu_hour_at_full_use: Any, cloud_usd_per_
     c = _nonneg("cloud price", cloud_usd_per_gpu_hour)
     r = _fraction("reuse utilization", reuse_utilization)
     fixed, per_use = c * (1 - r), c * r
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         u = np.where(per_use > 0, (f - fixed) / np.where(per_use > 0, per_use, 1),
                      np.where(f < fixed, 0.0, np.inf))
     u = np.maximum(u, 0.0)
