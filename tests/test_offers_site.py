@@ -78,6 +78,22 @@ def test_catalog_prices_are_ordered(cat):
     assert sum("spot" in o.usd_per_hour for o in cat.offers.values()) >= 15
 
 
+COMMITMENT_MODES = ("reserved-1y", "reserved-3y", "savings-plan-1y", "savings-plan-3y")
+
+
+def test_p5_carries_sourced_reserved_prices(cat):
+    """#5: the p5.48xlarge us-east-1 row has 1-yr and 3-yr reserved prices, strictly ordered
+    3y < 1y < on-demand per instance-hour, and every row with a commitment price says in its
+    source where that price came from (a row cannot gain one silently)."""
+    p = cat.offer("p5").usd_per_hour
+    assert {"reserved-1y", "reserved-3y"} <= set(p)
+    assert p["reserved-3y"] < p["reserved-1y"] < p["on-demand"]
+    for o in cat.offers.values():
+        if any(m in o.usd_per_hour for m in COMMITMENT_MODES):
+            text = o.source.lower()
+            assert "reserved" in text or "savings" in text, o.id
+
+
 def test_required_offers_exist(cat):
     have = {(o.cloud, o.instance_type, o.region) for o in cat.offers.values()}
     required = [
