@@ -120,9 +120,10 @@ def commitment_cost(hours: Any, instances: Any, usd_per_instance_hour: Any, term
                     reuse_utilization: Any) -> Commitment:
     """A job of `hours` wall time on `instances` committed instances.
 
-    A commitment is paid for its whole term (AWS: "you are charged for every hour during the
-    term whether or not you use it", https://aws.amazon.com/ec2/pricing/reserved-instances/);
-    the hours the job does not use are reused by other work at `reuse_utilization`.
+    A commitment is paid for its whole term: AWS bills a reserved instance for every hour of
+    its term, used or not, and a savings plan for its hourly commitment throughout
+    (https://aws.amazon.com/ec2/pricing/reserved-instances/, https://aws.amazon.com/savingsplans/faq/).
+    The hours the job does not use are reused by other work at `reuse_utilization`.
     """
     h = _nonneg("hours", hours)
     n = _nonneg("instances", instances)
@@ -134,7 +135,7 @@ def commitment_cost(hours: Any, instances: Any, usd_per_instance_hour: Any, term
     stranded = committed - share
     reused = reuse * stranded
     job_cost = share + (1 - reuse) * stranded
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         effective = np.where(h * n > 0, job_cost / (h * n), np.inf)
     return Commitment(terms, committed, share, stranded, reused, job_cost, effective)
 
