@@ -153,3 +153,23 @@ def test_vectorized_equals_elementwise(model, lays):
         for name, v in one.parts().items():
             assert float(np.asarray(vec.parts()[name])[i]) == float(v), name
         assert int(np.asarray(vec.stage)[i]) == int(one.stage)
+
+
+def test_blocked_evaluation_equals_one_block(monkeypatch):
+    """Large grids are evaluated in blocks of CHUNK configurations; a 2-D broadcast grid cut into
+    blocks of 7 gives bit-identical results to one block, in the broadcast shape."""
+    from gpuplan.estimate import memory
+
+    model = ModelSpec(id="m", name="m", layers=16, hidden=1024, heads=16, kv_heads=4, ffn=2816,
+                      vocab=32000, mlp="swiglu")
+    lay = Layout(tp=np.array([1, 2, 4, 8])[:, None], dp=np.array([1, 2, 4, 8, 16])[None, :],
+                 pp=2, zero=np.array([0, 3, 1, 2])[:, None], global_batch=64,
+                 recompute=np.array([0, 1, 2, 0, 1])[None, :])
+    whole = memory._block(model, lay, **OVERHEAD)
+    monkeypatch.setattr(memory, "CHUNK", 7)
+    blocked = memory.memory_breakdown(model, lay, **OVERHEAD)
+    assert np.shape(blocked.total) == (4, 5)
+    for name in ("weights", "gradients", "optimizer", "activations", "logits", "gathered",
+                 "grad_accum", "overhead", "offloaded", "total", "stage"):
+        np.testing.assert_array_equal(getattr(blocked, name),
+                                      np.broadcast_to(getattr(whole, name), (4, 5)))
