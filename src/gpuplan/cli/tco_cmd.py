@@ -462,7 +462,9 @@ def render_cloud(rec: dict[str, Any], best: dict[str, dict[str, Any]]) -> str:
         return f"no cloud offer in the catalog has {rec['accelerator']} in these pricing modes"
 
     def pct(x: float | None) -> str:
-        return "never" if x is None or not math.isfinite(x) else f"{x:.0%}"
+        if x is None or not math.isfinite(x):
+            return "never"
+        return "always" if x == 0 else f"{x:.0%}"
 
     life = rec["years"] * 12
 
