@@ -160,7 +160,22 @@ def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np
     g["mfu"] = np.asarray(t.mfu, dtype=float)
     g["bottleneck"] = np.asarray(t.bottleneck)
     ok = np.isfinite(g["step_s"]) & (g["tokens_per_s"] > 0)
-    return _take(g, ok)
+    g = _take(g, ok)
+    tally["_feasible_physics"] += int(ok.sum())
+    return fastest_per_count(g)
+
+
+def fastest_per_count(g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Keep the fastest layout at each GPU count (ties: less memory). Exact, not a heuristic:
+    within one group and count, every pricing row's cost, days and energy rise with step time,
+    so a slower layout is dominated in every objective and under every constraint."""
+    if g["gpus"].size == 0:
+        return g
+    order = np.lexsort((g["memory_bytes"], -g["tokens_per_s"], g["gpus"]))
+    counts = g["gpus"][order]
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = counts[1:] != counts[:-1]
+    return _take(g, order[first])
 
 
 def _price_rows(cat: Catalog, plats: list[Platform], site: Site, pricing_filter: tuple[str, ...]
@@ -250,8 +265,9 @@ def search(cat: Catalog, req: Request,
     if progress:
         progress(len(planned), len(planned))
     allrows = ({k: np.concatenate([j[k] for j in joined]) for k in joined[0]} if joined else {})
-    return _finish(cat, req, allrows, meta, evaluated, physics_rows, tally, by_gpu,
-                   excluded_platforms, axes)
+    physically_feasible = tally.pop("_feasible_physics", 0)
+    return _finish(cat, req, allrows, meta, evaluated, physics_rows, physically_feasible,
+                   tally, by_gpu, excluded_platforms)
 
 
 # --- constraints, ranking, explanations --------------------------------------------------------
@@ -300,15 +316,16 @@ def _dedupe(rows: dict[str, np.ndarray], order: np.ndarray) -> np.ndarray:
 
 
 def _finish(cat: Catalog, req: Request, rows: dict[str, np.ndarray], meta: list,
-            evaluated: int, physics_rows: int, tally: Counter, by_gpu: dict[str, Counter],
-            excluded_platforms: dict[str, list[str]], axes: Axes) -> dict[str, Any]:
+            evaluated: int, physics_rows: int, physically_feasible: int, tally: Counter,
+            by_gpu: dict[str, Counter], excluded_platforms: dict[str, list[str]]
+            ) -> dict[str, Any]:
     n = rows["gpus"].size if rows else 0
     result: dict[str, Any] = {
         "model": req.model.id, "tokens": req.tokens, "seq_len": req.seq_len,
         "global_batch": req.global_batch, "objective": req.objective,
         "deadline_days": req.deadline_days, "budget_usd": req.budget_usd,
         "evaluated": evaluated, "physics_evaluated": physics_rows,
-        "physically_feasible": n, "feasible": 0, "plans": [], "pareto": [], "best": {},
+        "physically_feasible": physically_feasible, "feasible": 0, "plans": [], "pareto": [], "best": {},
         "excluded": {}, "excluded_platforms": excluded_platforms, "why": [], "relax": [],
         "favourite": [], "outlook": [],
     }
@@ -342,7 +359,7 @@ def _finish(cat: Catalog, req: Request, rows: dict[str, np.ndarray], meta: list,
     front = pareto_front(sub["cost_usd"], sub["days"])
     result["pareto"] = [_plan_record(sub, i, meta, req) for i in front]
     for obj in OBJECTIVES:
-        i = np.lexsort(_objective_key(sub, obj))[0]
+        i = np.lexsort(_objective_key(sub, obj))[0] if obj != req.objective else order[0]
         result["best"][obj] = _plan_record(sub, i, meta, req)
     winner = result["plans"][0]
     result["why"] = _why(req, sub, best_unique, meta, winner)

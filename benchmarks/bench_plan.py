@@ -1,0 +1,167 @@
+"""Benchmark `gpuplan plan` (issue #6): candidates per second, wall time, peak memory.
+
+    python benchmarks/bench_plan.py            # prints the figures
+    python benchmarks/bench_plan.py --llm-analysis   # also the per-candidate llm-analysis ratio
+
+Measures, for GPT-3 175B and Llama 3 70B over the whole catalog:
+- candidates evaluated (every hardware x layout x pricing row) and per second, in-process;
+- the physics alone (memory + time over every hardware x layout point) per second;
+- the whole CLI, end to end, as a user runs it (Python start-up and catalog load included);
+- peak resident memory of that process;
+- `gpuplan --help` wall time.
+Targets on a 2-core machine: >= 10 M candidates/s, <= 1 s end to end for a 70B model,
+<= 2 GiB peak, --help <= 0.3 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CASES = {
+    "gpt3-175b": ["--model", "gpt3-175b", "--tokens", "300B"],
+    "llama3-70b": ["--model", "llama3-70b", "--tokens", "15T", "--deadline-days", "90"],
+}
+HERE = Path(__file__).resolve().parent
+
+
+def in_process(argv: list[str], repeat: int = 5) -> dict[str, float]:
+    from gpuplan.catalog import load_catalog
+    from gpuplan.cli.plan_cmd import build_request, register
+    from gpuplan.search import plan as planmod
+
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    register(sub)
+    args = parser.parse_args(["plan", *argv, "--quiet"])
+    cat, req, _ = build_request(args)
+    load_catalog()
+    physics_time = []
+    orig = planmod.evaluate_group
+
+    def timed(*a, **k):  # time the physics (memory + time over the grid) alone
+        t = time.perf_counter()
+        out = orig(*a, **k)
+        physics_time[-1] += time.perf_counter() - t
+        return out
+
+    planmod.evaluate_group = timed
+    walls = []
+    try:
+        for _ in range(repeat):
+            physics_time.append(0.0)
+            t0 = time.perf_counter()
+            r = planmod.search(cat, req)
+            walls.append(time.perf_counter() - t0)
+    finally:
+        planmod.evaluate_group = orig
+    # the outlook re-evaluates a few counts through evaluate_group too; count the main grid only
+    wall = statistics.median(walls)
+    phys = statistics.median(physics_time)
+    return {"evaluated": r["evaluated"], "physics_points": r["physics_evaluated"],
+            "feasible": r["feasible"], "fit": r["physically_feasible"], "search_s": wall,
+            "candidates_per_s": r["evaluated"] / wall,
+            "physics_s": phys, "physics_points_per_s": r["physics_evaluated"] / phys}
+
+
+def end_to_end(argv: list[str], repeat: int = 5) -> dict[str, float]:
+    cmd = [sys.executable, "-m", "gpuplan", "plan", *argv, "--json", "--quiet"]
+    walls, rss = [], []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        walls.append(time.perf_counter() - t0)
+        rss.append(max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+        json.loads(out)
+    return {"wall_s": statistics.median(walls), "peak_rss_mib": max(rss) / 1024}
+
+
+def help_time(repeat: int = 7) -> float:
+    walls = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "gpuplan", "--help"], capture_output=True,
+                       check=True)
+        walls.append(time.perf_counter() - t0)
+    return statistics.median(walls)
+
+
+def llm_analysis_ratio(model: str, n: int = 20) -> dict[str, float] | None:
+    """Per-candidate time of llm-analysis 0.2.2 (its Python API, in its own venv created by
+    benchmarks/compare_llm_analysis.py) vs gpuplan's vectorized physics."""
+    venv = HERE / ".venv-llm-analysis"
+    py = venv / "bin" / "python"
+    if not py.exists():
+        print("  (llm-analysis venv missing: run benchmarks/compare_llm_analysis.py first)")
+        return None
+    script = r"""
+import sys, time, json, io, contextlib, logging
+logging.disable(logging.CRITICAL)
+from llm_analysis.analysis import LLMAnalysis
+from llm_analysis.config import get_model_config_by_name, get_gpu_config_by_name, DtypeConfig, ParallelismConfig
+n = int(sys.argv[1]); model = sys.argv[2]
+mc = get_model_config_by_name(model); gc = get_gpu_config_by_name("a100-sxm-80gb")
+dc = DtypeConfig()
+layouts = [(tp, pp) for tp in (1, 2, 4, 8) for pp in (1, 2, 4, 8)]
+t0 = time.perf_counter(); done = 0
+for i in range(n):
+    tp, pp = layouts[i % len(layouts)]
+    pc = ParallelismConfig(tp_size=tp, pp_size=pp, dp_size=max(1, 64 // (tp * pp)))
+    a = LLMAnalysis(mc, gc, dc, pc)
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            a.training(batch_size_per_gpu=1, seq_len=2048, total_num_tokens=1e9, activation_recomputation=1)
+        except Exception:
+            pass
+    done += 1
+print(json.dumps({"per_candidate_s": (time.perf_counter() - t0) / done}))
+"""
+    name = {"gpt3-175b": "gpt3-175b", "llama3-70b": "llama2-70b"}[model]
+    try:
+        out = subprocess.run([str(py), "-c", script, str(n), name], capture_output=True,
+                             text=True, timeout=600, check=True).stdout
+    except (subprocess.SubprocessError, OSError) as err:
+        print(f"  (llm-analysis run failed: {err})")
+        return None
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--llm-analysis", action="store_true")
+    ap.add_argument("--repeat", type=int, default=5)
+    a = ap.parse_args()
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    print(f"gpuplan --help: {help_time():.3f} s (target <= 0.3 s)")
+    for name, argv in CASES.items():
+        ip = in_process(argv, a.repeat)
+        e2e = end_to_end(argv, a.repeat)
+        print(f"\n{name}: gpuplan plan {' '.join(argv)}")
+        print(f"  candidates evaluated   {ip['evaluated']:>14,}  ({ip['physics_points']:,} "
+              f"hardware x layout points; {ip['fit']:,} fit and run; {ip['feasible']:,} distinct "
+              f"options meet the constraints)")
+        print(f"  search wall time       {ip['search_s']:>14.3f} s   "
+              f"-> {ip['candidates_per_s'] / 1e6:,.1f} M candidates/s (target >= 10 M/s)")
+        print(f"  physics (memory+time)  {ip['physics_s']:>14.3f} s   "
+              f"-> {ip['physics_points_per_s'] / 1e6:,.1f} M hardware x layout points/s")
+        print(f"  end to end (CLI)       {e2e['wall_s']:>14.3f} s   (target <= 1 s)")
+        print(f"  peak memory            {e2e['peak_rss_mib']:>14.0f} MiB (target <= 2048 MiB)")
+        if a.llm_analysis:
+            la = llm_analysis_ratio(name)
+            if la:
+                ours = ip["physics_s"] / ip["physics_points"]
+                print(f"  llm-analysis 0.2.2     {la['per_candidate_s'] * 1e3:>14.3f} ms per "
+                      f"candidate vs gpuplan {ours * 1e9:,.0f} ns -> "
+                      f"{la['per_candidate_s'] / ours:,.0f}x faster")
+
+
+if __name__ == "__main__":
+    main()
