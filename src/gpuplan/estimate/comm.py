@@ -162,6 +162,22 @@ def ep_comm_s(dispatch_bytes: Any, ep: Any, moe_layers: Any, microbatches: Any, 
     return 4.0 * all_to_all_s(dispatch_bytes, ep, bw, alpha) * moe_layers * microbatches
 
 
+def shared_overlap(totals: list[Any], caps: list[Any], budget_s: Any) -> list[Any]:
+    """Exposed part of each communication when all of them hide behind the same compute.
+
+    Each can hide up to its cap (overlap fraction x the compute it may run under); together
+    they cannot hide more than `budget_s` of compute, so over budget every hidden share is
+    scaled down alike. Then sum(exposed) = sum(totals) - min(sum(hidden), budget): a faster
+    link or a faster chip never makes the step longer.
+    """
+    hidden = [np.minimum(np.asarray(t, dtype=float), np.asarray(c, dtype=float))
+              for t, c in zip(totals, caps, strict=True)]
+    total_hidden = sum(hidden)
+    budget = np.asarray(budget_s, dtype=float)
+    scale = np.where(total_hidden > budget, budget / np.maximum(total_hidden, 1e-300), 1.0)
+    return [np.asarray(t, dtype=float) - h * scale for t, h in zip(totals, hidden, strict=True)]
+
+
 def exposed(total_s: Any, hideable_s: Any, overlap: Any) -> Any:
     """Communication left on the critical path when `overlap` of `hideable_s` compute hides it."""
     return np.maximum(np.asarray(total_s) - overlap * np.asarray(hideable_s), 0.0)

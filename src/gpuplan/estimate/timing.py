@@ -171,45 +171,43 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
                 optimizer_s=optimizer_s, params=params, fl=fl, eff_mm=eff_mm)
 
 
-def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any) -> dict[str, Any]:
-    """Exposed TP, CP, EP and PP communication per step (Megatron-LM rank order)."""
+def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any
+                         ) -> dict[str, tuple[Any, Any]]:
+    """TP, CP, EP and PP communication per step (Megatron-LM rank order), each as
+    (total seconds, seconds of it that compute could hide)."""
     L, h = model.layers, model.hidden
     act_layer = c.mb * c.seq / c.cp * h * c.act_bytes  # one (mb x s x h) activation
     bw, a = c.link(c.tp)
-    tp_total = comm.tp_comm_s(act_layer, c.tp, comm.tp_layer_collectives(c.full),
-                              L / c.pp, c.m, bw, a)
-    tp_s = comm.exposed(tp_total, compute_s, comm.TP_OVERLAP)
+    tp = comm.tp_comm_s(act_layer, c.tp, comm.tp_layer_collectives(c.full), L / c.pp, c.m, bw, a)
 
     bw, a = c.link(c.tp * c.cp)
     kv_width = 2.0 * model.d_head * np.maximum(model.kv_heads / c.tp, 1.0)
-    cp_total = comm.cp_comm_s(c.mb * c.seq / c.cp * kv_width * c.act_bytes, c.cp, L / c.pp,
-                              c.m, bw, a)
+    cp = comm.cp_comm_s(c.mb * c.seq / c.cp * kv_width * c.act_bytes, c.cp, L / c.pp, c.m, bw, a)
     fl = flops_per_token(model, c.seq)
-    cp_s = comm.exposed(cp_total, compute_s * fl.attention / fl.model, comm.CP_OVERLAP)
 
     bw, a = c.link(c.tp * c.cp * c.ep)
     k = model.experts_per_token if model.is_moe else 0
-    dispatch = act_layer / c.tp * k
-    ep_total = comm.ep_comm_s(dispatch, c.ep, model.moe_layers / c.pp, c.m, bw, a)
-    ep_s = comm.exposed(ep_total, compute_s, comm.EP_OVERLAP)
+    ep = comm.ep_comm_s(act_layer / c.tp * k, c.ep, model.moe_layers / c.pp, c.m, bw, a)
 
     bw, a = c.link(c.tp * c.cp * c.dp * c.pp)  # scale-out once the job leaves one domain
-    boundary = act_layer / c.tp  # Megatron's scatter-gather optimization
-    overlap = np.where(c.vpp > 1, comm.PP_OVERLAP_INTERLEAVED, comm.PP_OVERLAP_1F1B)
-    pp_s = comm.exposed(comm.pp_comm_s(boundary, c.pp, c.vpp, c.m, bw, a), compute_s, overlap)
-    return dict(tp_comm_s=tp_s, cp_comm_s=cp_s, ep_comm_s=ep_s, pp_comm_s=pp_s)
+    pp = comm.pp_comm_s(act_layer / c.tp, c.pp, c.vpp, c.m, bw, a)  # scatter-gather (Megatron)
+    pp_overlap = np.where(c.vpp > 1, comm.PP_OVERLAP_INTERLEAVED, comm.PP_OVERLAP_1F1B)
+    return {"tp_comm_s": (tp, comm.TP_OVERLAP * compute_s),
+            "cp_comm_s": (cp, comm.CP_OVERLAP * compute_s * fl.attention / fl.model),
+            "ep_comm_s": (ep, comm.EP_OVERLAP * compute_s),
+            "pp_comm_s": (pp, pp_overlap * compute_s)}
 
 
-def _data_parallel_comm(c: _Ctx, params: Any, compute_s: Any) -> Any:
-    """Exposed DP time: hierarchical over the dp group (stride tp*cp). The gradient sync hides
-    behind the last micro-batch (backward, + the next forward for ZeRO's parameter gather);
-    ZeRO-3 gathers hide behind all compute."""
+def _data_parallel_comm(c: _Ctx, params: Any, compute_s: Any) -> dict[str, tuple[Any, Any]]:
+    """DP time, hierarchical over the dp group (stride tp*cp). The gradient sync hides behind
+    the last micro-batch (backward, + the next forward for ZeRO's parameter gather); ZeRO-3
+    gathers hide behind all compute."""
     n_in = comm.ranks_inside(c.tp * c.cp, c.dp, c.domain)
     sync = comm.dp_grad_sync_s(params, c.dp, c.zero, n_in, c.up, c.a_up, c.out, c.a_out)
     gathers = comm.zero3_gather_s(params, c.dp, c.zero, c.m, n_in, c.up, c.a_up, c.out, c.a_out)
-    hide = compute_s / c.m * np.where(c.zero >= 1, 1.0, 2.0 / 3.0)
-    return (comm.exposed(sync, hide, comm.DP_OVERLAP)
-            + comm.exposed(gathers, compute_s, comm.ZERO3_OVERLAP))
+    window = compute_s / c.m * np.where(c.zero >= 1, 1.0, 2.0 / 3.0)
+    return {"dp_sync": (sync, comm.DP_OVERLAP * window),
+            "dp_gather": (gathers, comm.ZERO3_OVERLAP * compute_s)}
 
 
 def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency) -> TimingBreakdown:
@@ -217,8 +215,13 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency) -
     c = _context(layout, hw)
     cp_ = _compute_parts(model, c, hw, eff, layout.optimizer)
     compute_s, memory_s, overhead_s = cp_["compute_s"], cp_["memory_s"], cp_["overhead_s"]
-    mp = _model_parallel_comm(model, c, compute_s)
-    dp_s = _data_parallel_comm(c, cp_["params"], compute_s)
+    comms = {**_model_parallel_comm(model, c, compute_s),
+             **_data_parallel_comm(c, cp_["params"], compute_s)}
+    exposed = dict(zip(comms, comm.shared_overlap([t for t, _ in comms.values()],
+                                                  [h for _, h in comms.values()], compute_s),
+                       strict=True))
+    mp = {k: exposed[k] for k in ("tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s")}
+    dp_s = exposed["dp_sync"] + exposed["dp_gather"]
     busy = compute_s + memory_s + overhead_s + mp["tp_comm_s"] + mp["cp_comm_s"] + mp["ep_comm_s"]
     bubble_s = (c.pp - 1.0) / (c.m * c.vpp) * busy  # interleaved 1F1B (Narayanan et al. 2021)
     step = busy + cp_["optimizer_s"] + mp["pp_comm_s"] + dp_s + bubble_s

@@ -1,0 +1,88 @@
+"""Alpha-beta collective costs (issue #4) against hand computations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuplan.estimate import comm
+
+GB = 1e9
+
+
+def test_ring_allreduce_by_hand():
+    """8 GPUs, 1 GB, 300 GB/s per direction, 2 us: 2*7/8*1/300 s + 14*2 us = 5.8333 ms + 28 us."""
+    t = comm.ring_allreduce_s(1 * GB, 8, 300 * GB, 2e-6)
+    assert float(t) == pytest.approx(2 * 7 / 8 / 300 + 14 * 2e-6, rel=1e-12)
+
+
+def test_reduce_scatter_all_gather_all_to_all_p2p_by_hand():
+    assert float(comm.reduce_scatter_s(4 * GB, 4, 50 * GB, 5e-6)) == pytest.approx(
+        3 / 4 * 4 / 50 + 3 * 5e-6)
+    assert comm.all_gather_s is comm.reduce_scatter_s
+    assert float(comm.all_to_all_s(1 * GB, 16, 25 * GB, 4e-6)) == pytest.approx(
+        15 / 16 / 25 + 15 * 4e-6)
+    assert float(comm.p2p_s(0.5 * GB, 25 * GB, 4e-6)) == pytest.approx(0.02 + 4e-6)
+
+
+def test_single_rank_groups_cost_nothing():
+    for f in (comm.ring_allreduce_s, comm.reduce_scatter_s, comm.all_to_all_s):
+        assert float(f(1 * GB, 1, 1 * GB, 1e-5)) == 0.0
+
+
+def test_hierarchical_allreduce_by_hand():
+    """64 GPUs, 8 per node: RS + AG of 2 GB inside at 450 GB/s, then an all-reduce of the
+    2/8 GB shard across 8 nodes at 50 GB/s per GPU (NIC per GPU)."""
+    t = comm.hierarchical_allreduce_s(2 * GB, 64, 8, 450 * GB, 2e-6, 50 * GB, 4e-6)
+    inner = 2 * (7 / 8 * 2 / 450 + 7 * 2e-6)
+    outer = 2 * 7 / 8 * (2 / 8) / 50 + 14 * 4e-6
+    assert float(t) == pytest.approx(inner + outer, rel=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(2, 4096), nbytes=st.floats(1e3, 1e11), bw=st.floats(1e9, 1e12))
+def test_hierarchy_of_one_is_a_flat_ring(n, nbytes, bw):
+    """With one rank per domain the hierarchical all-reduce is the flat ring on the outer link;
+    with the whole group inside one domain it is RS + AG on the inner link (= a ring)."""
+    flat_out = comm.ring_allreduce_s(nbytes, n, bw, 4e-6)
+    assert float(comm.hierarchical_allreduce_s(nbytes, n, 1, 9e12, 1e-6, bw, 4e-6)) == \
+        pytest.approx(float(flat_out), rel=1e-9)
+    flat_in = comm.ring_allreduce_s(nbytes, n, bw, 1e-6)
+    assert float(comm.hierarchical_allreduce_s(nbytes, n, n, bw, 1e-6, 1.0, 1.0)) == \
+        pytest.approx(float(flat_in), rel=1e-9)
+
+
+def test_group_link_and_ranks_inside():
+    bw, a = comm.group_link(np.array([8, 16]), 8, 450.0, 1e-6, 50.0, 4e-6)
+    assert list(bw) == [450.0, 50.0] and list(a) == [1e-6, 4e-6]
+    # dp ranks of stride tp=2 in an 8-GPU domain: 4 per domain; stride 8: 1; capped at dp
+    assert list(comm.ranks_inside(np.array([2, 8, 1]), np.array([64, 64, 2]), 8)) == [4, 1, 2]
+
+
+def test_zero_modes_move_the_same_bytes_as_an_allreduce():
+    """ZeRO-1/2: reduce-scatter of gradients + all-gather of parameters; with 16-bit grads and
+    params this is the all-reduce volume (Rajbhandari et al. 2020, section 7)."""
+    args = (1e9, 16, 1, 1e12, 0.0, 50 * GB, 0.0)
+    ar = comm.dp_grad_sync_s(1e9, 16, 0, *args[2:])
+    z1 = comm.dp_grad_sync_s(1e9, 16, 1, *args[2:])
+    z3 = comm.dp_grad_sync_s(1e9, 16, 3, *args[2:])
+    assert float(z1) == pytest.approx(float(ar))
+    assert float(z3) == pytest.approx(float(ar) / 2)  # the parameter gather moves to z3 gathers
+    g = comm.zero3_gather_s(1e9, 16, np.array([0, 3]), 4, 1, 1e12, 0.0, 50 * GB, 0.0)
+    assert g[0] == 0 and g[1] == pytest.approx(2 * 4 * 15 / 16 * 2e9 / (50 * GB))
+
+
+def test_tp_traffic_per_step_by_hand():
+    """GPT-3-like layer, tp 8 on NVLink4: 4 all-reduces of (1 x 2048 x 12288 x 2 bytes) per layer
+    per micro-batch, 12 layers per stage, 16 micro-batches."""
+    act = 1 * 2048 * 12288 * 2
+    t = comm.tp_comm_s(act, 8, comm.tp_layer_collectives(False), 12, 16, 450 * GB, 2e-6)
+    one = 2 * 7 / 8 * act / (450 * GB) + 14 * 2e-6
+    assert float(t) == pytest.approx(4 * 12 * 16 * one)
+    assert float(comm.tp_layer_collectives(True)) == 6  # full recompute repeats 2
+
+
+def test_exposed_never_negative():
+    assert list(comm.exposed(np.array([1.0, 3.0]), 2.0, 0.5)) == [0.0, 2.0]

@@ -1,0 +1,175 @@
+"""Step time, tokens/s, MFU (issue #4): invariants, the issue's scaling facts, hardware arrays."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuplan.catalog import load_catalog
+from gpuplan.errors import ConfigError
+from gpuplan.estimate.compute import Efficiency
+from gpuplan.estimate.timing import BOTTLENECKS, gpu_hours, step_time, training_days
+from gpuplan.search.hardware import (
+    Platform,
+    efficiency_for,
+    hardware_for,
+    hardware_table,
+)
+from gpuplan.spec import BF16, FP8, R_FULL, Hardware, Layout, ModelSpec
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return load_catalog()
+
+
+GPT7B = ModelSpec(id="g", name="g", layers=32, hidden=4096, heads=32, kv_heads=32, ffn=16384,
+                  vocab=50257)
+EFF = Efficiency(matmul_max=0.6, half_dim=200.0, fp8_ratio=0.75, memory_fraction=0.7,
+                 layer_overhead_s=5e-4)
+HW = Hardware(memory_bytes=80e9, memory_bandwidth_bytes_per_s=3.35e12, peak_flops=989e12,
+              scale_up_bytes_per_s=450e9, scale_up_latency_s=2e-6, scale_up_domain=8,
+              scale_out_bytes_per_s=50e9, scale_out_latency_s=4e-6, gpus_per_node=8,
+              tdp_watts=700)
+PARTS = ("compute_s", "memory_s", "overhead_s", "optimizer_s", "tp_comm_s", "pp_comm_s",
+         "dp_comm_s", "cp_comm_s", "ep_comm_s", "bubble_s")
+
+layouts = st.builds(
+    lambda tp, pp, dp, cp, zero, rc, mb, m, vpp, seq: Layout(
+        tp=tp, pp=pp, dp=dp, cp=cp, zero=zero, recompute=rc, micro_batch=mb,
+        global_batch=dp * mb * m, vpp=vpp, seq_len=seq),
+    st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 8, 64]),
+    st.sampled_from([1, 2]), st.integers(0, 3), st.integers(0, 2), st.integers(1, 2),
+    st.integers(1, 32), st.sampled_from([1, 2]), st.sampled_from([2048, 4096]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(layouts)
+def test_parts_sum_to_step_and_outputs_are_consistent(lay):
+    t = step_time(GPT7B, lay, HW, EFF)
+    total = sum(float(getattr(t, p)) for p in PARTS)
+    assert float(t.step_s) == pytest.approx(total, rel=1e-12)
+    assert float(t.tokens_per_s) == pytest.approx(lay.global_batch * lay.seq_len / total)
+    assert 0 < float(t.mfu) <= float(t.hfu) < 1
+    assert BOTTLENECKS[int(t.bottleneck)] in BOTTLENECKS
+
+
+@settings(max_examples=40, deadline=None)
+@given(layouts, st.floats(1.0, 16.0))
+def test_faster_links_and_chips_never_lower_throughput(lay, factor):
+    base = float(step_time(GPT7B, lay, HW, EFF).tokens_per_s)
+    for field in ("scale_out_bytes_per_s", "scale_up_bytes_per_s", "peak_flops",
+                  "memory_bandwidth_bytes_per_s"):
+        hw = replace(HW, **{field: getattr(HW, field) * factor})
+        assert float(step_time(GPT7B, lay, hw, EFF).tokens_per_s) >= base * (1 - 1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(layouts, st.integers(2, 8))
+def test_more_micro_batches_never_lower_throughput(lay, k):
+    """step = m * (per micro-batch work) + (terms fixed in m), so tokens/s rises with m."""
+    bigger = replace(lay, global_batch=lay.global_batch * k)
+    assert float(step_time(GPT7B, bigger, HW, EFF).tokens_per_s) >= \
+        float(step_time(GPT7B, lay, HW, EFF).tokens_per_s) * (1 - 1e-12)
+
+
+def test_vectorized_grid_equals_scalar_evaluations():
+    tp = np.array([1, 2, 4, 8])[:, None]
+    dp = np.array([1, 8, 64])[None, :]
+    grid = step_time(GPT7B, Layout(tp=tp, dp=dp, global_batch=512, micro_batch=1), HW, EFF)
+    assert grid.step_s.shape == (4, 3)
+    for i, t in enumerate([1, 2, 4, 8]):
+        for j, d in enumerate([1, 8, 64]):
+            one = step_time(GPT7B, Layout(tp=t, dp=d, global_batch=512, micro_batch=1), HW, EFF)
+            assert float(one.step_s) == pytest.approx(grid.step_s[i, j], rel=1e-12)
+
+
+def test_training_days_and_gpu_hours_by_hand():
+    assert float(training_days(86400e6, 1e6)) == pytest.approx(1.0)
+    assert float(gpu_hours(3600e3, 1e3, 64)) == pytest.approx(64.0)
+
+
+# --- the issue's scaling facts, on the real catalog -------------------------------------------
+
+
+def _tps(cat, gpu, lay, model=GPT7B, **kw):
+    hw = hardware_for(cat, gpu, precision="bf16", **kw)
+    eff = efficiency_for(cat, hw.family)
+    return float(step_time(model, lay, hw, eff).tokens_per_s[0])
+
+
+def test_rtx4090_on_pcie_scales_worse_than_a100_on_nvlink_for_tp8(cat):
+    """Scaling efficiency of tp=8 over one GPU (same micro-batches): PCIe 4.0 (32 GB/s per
+    direction) against NVLink 3 (300 GB/s) -- the 4090 must lose clearly more (by > 20%).
+    Micro-batches of 4 x 4096 tokens keep the fixed per-layer overhead small, so the gap is
+    the link's."""
+    one = Layout(tp=1, global_batch=32, micro_batch=4, seq_len=4096)
+    tp8 = Layout(tp=8, global_batch=32, micro_batch=4, seq_len=4096)
+    eff = {g: _tps(cat, g, tp8) / (8 * _tps(cat, g, one)) for g in ("rtx-4090", "a100-80gb")}
+    assert eff["rtx-4090"] < eff["a100-80gb"] < 1.0
+    assert eff["rtx-4090"] < 0.8 * eff["a100-80gb"]  # a clear gap, not a rounding difference
+
+
+def test_mfu_falls_as_dp_grows_past_one_node_on_a_thin_fabric(cat):
+    """H100 nodes sharing one 100 Gb/s NIC per 8 GPUs (1.5625 GB/s per GPU), weak scaling with
+    4 micro-batches per replica: MFU drops once DP leaves the node, and keeps not rising."""
+    thin = 12.5e9 / 8
+    mfu = []
+    for dp in (8, 16, 32, 64):
+        hw = hardware_for(cat, "h100-sxm", precision="bf16", scale_out_bytes_per_s=thin)
+        lay = Layout(dp=dp, global_batch=4 * dp, micro_batch=1, seq_len=4096, zero=0)
+        mfu.append(float(step_time(cat.model("llama3-8b"), lay, hw,
+                                   efficiency_for(cat, hw.family)).mfu[0]))
+    assert mfu[1] < 0.8 * mfu[0]
+    assert mfu[3] <= mfu[2] <= mfu[1]
+
+
+def test_fp8_on_h100_is_faster_than_bf16_but_less_than_twice(cat):
+    m = cat.model("llama3-70b")
+    lay = dict(tp=8, pp=1, dp=8, global_batch=256, micro_batch=1, seq_len=8192,
+               recompute=R_FULL)
+    steps = {}
+    for prec, code in (("bf16", BF16), ("fp8", FP8)):
+        hw = hardware_for(cat, "h100-sxm", precision=prec)
+        steps[prec] = float(step_time(m, Layout(**lay, precision=code), hw,
+                                      efficiency_for(cat, hw.family)).step_s[0])
+    assert 1.0 < steps["bf16"] / steps["fp8"] < 2.0
+
+
+@pytest.mark.parametrize("gpu", ["a100-80gb", "mi250x"])
+def test_fp8_is_rejected_with_a_clear_message(cat, gpu):
+    with pytest.raises(ConfigError, match=rf"^{gpu} has no FP8 tensor cores; "
+                                          r"use --precision bf16$"):
+        hardware_for(cat, gpu, precision="fp8")
+
+
+def test_vectorized_table_masks_fp8_where_unsupported(cat):
+    hw = hardware_table(cat, [("a100-80gb", None), ("h100-sxm", None), ("mi250x", None)])
+    assert hw.peak_flops_by_precision.shape == (3, 4)
+    t = step_time(GPT7B, Layout(precision=FP8, global_batch=8), hw,
+                  efficiency_for(cat, hw.family))
+    assert np.isinf(t.step_s[[0, 2]]).all() and t.tokens_per_s[[0, 2]].tolist() == [0.0, 0.0]
+    assert np.isfinite(t.step_s[1]) and t.tokens_per_s[1] > 0
+
+
+def test_platforms_offer_and_overrides(cat):
+    """Offer bandwidth is per instance, split over its GPUs; keyword overrides win."""
+    offer = next(o for o in cat.offers.values() if o.count == 8 and o.network_bytes_per_s > 0)
+    hw = hardware_for(cat, offer.accelerator, precision="bf16", offer=offer)
+    assert float(hw.scale_out_bytes_per_s[0]) == pytest.approx(offer.network_bytes_per_s / 8)
+    hw = hardware_for(cat, "h100-sxm", precision="bf16", gpus_per_node=4,
+                      scale_out_bytes_per_s=1e9)
+    assert hw.gpus_per_node[0] == 4 and hw.scale_up_domain[0] <= 4
+    assert hw.scale_out_bytes_per_s[0] == 1e9
+    hw = hardware_table(cat, [("rtx-4090", Platform(gpus_per_node=4, scale_up_domain=4,
+                                                     scale_out_bytes_per_s=3e9))])
+    assert hw.scale_up_bytes_per_s[0] == pytest.approx(32e9)  # PCIe 4.0 x16, one direction
+
+
+def test_efficiency_default_row_is_flagged_as_a_guess(cat):
+    eff = efficiency_for(cat, ["h100", "mi300x", "no-such-family"])
+    assert eff.guess.tolist() == [False, True, True]
