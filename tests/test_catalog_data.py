@@ -205,8 +205,10 @@ def test_export_status_values(cat):
     status = {a.id: a.export_cn for a in cat.accelerators.values()}
     for ident in ("l20", "rtx-4090d", "ascend-910b", "ascend-910c"):
         assert status[ident] == "china-only", ident
-    for ident in ("a100-80gb", "h100-sxm", "h800", "a800", "h20", "rtx-4090", "mi300x"):
+    for ident in ("a100-80gb", "h100-sxm", "h800", "a800", "rtx-4090", "mi300x"):
         assert status[ident] == "license-required", ident
+    # licence required since 2025-04, and the US said in 2025-07 that licences are granted
+    assert status["h20"] == "licensed"
     assert status["v100-sxm2-32gb"] == "allowed"
     assert cat.accelerators["h20"].export_cn_date >= "2025-04"
 
@@ -257,6 +259,19 @@ def test_pods(cat):
     # the README's correction: 64 DGX H100 = ~1.01 EFLOPS dense FP8 (not 1.28 PFLOPS); 1%
     fp8 = cat.accelerators["h100-sxm"].peak_flops["fp8"] * gpus["dgx-h100-superpod-512"]
     assert fp8 == pytest.approx(1.01e18, rel=0.01)
+
+
+def test_system_purchase_prices_are_sourced(cat):
+    """DGX A100 and DGX H100 carry a purchase price (TCO and buy-vs-rent need one); every priced
+    system names its source and a valid date. Units guard: price per accelerator must lie within
+    $1,000-$100,000 (a price typed in thousands of dollars, or per GPU, falls outside)."""
+    for ident in ("dgx-a100", "dgx-h100"):
+        assert cat.systems[ident].price_usd, ident
+    priced = [s for s in cat.systems.values() if s.price_usd is not None]
+    for s in priced:
+        assert len(s.price_source.strip()) >= 10, s.id
+        assert _valid_date(s.price_date), (s.id, s.price_date)
+        assert 1e3 <= s.price_usd / s.gpus_per_node <= 1e5, (s.id, s.price_usd)
 
 
 # --- cross-check against the independent reference table ------------------------------------

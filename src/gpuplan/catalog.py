@@ -169,7 +169,8 @@ KIND_WORD = {"accelerator": "GPU", "model": "model", "offer": "offer", "system":
 ENUMS = {
     ("accelerator", "vendor"): spec.VENDORS,
     ("accelerator", "scale_up_kind"): ("nvlink", "infinity-fabric", "pcie", "hccs", "ethernet"),
-    ("accelerator", "export_cn"): ("allowed", "license-required", "prohibited", "china-only"),
+    ("accelerator", "export_cn"): ("allowed", "licensed", "license-required", "prohibited",
+                                   "china-only"),
     ("fabric", "kind"): ("scale-up", "scale-out", "host"),
     ("system", "kind"): ("server", "workstation", "rack"),
     ("model", "mlp"): ("gelu", "swiglu"),

@@ -90,5 +90,7 @@ def render(r: dict[str, Any]) -> str:
         lines.append("excluded candidates: " + "; ".join(
             f"{k} {v:,}" for k, v in sorted(r["excluded"].items(), key=lambda kv: -kv[1])))
     for reason, ids in r.get("excluded_platforms", {}).items():
-        lines.append(f"excluded platforms, {reason}: " + "; ".join(sorted(set(ids))))
+        # the text keeps each entry's head; --json and `gpuplan catalog show ID` give the rule
+        short = sorted({i.split(" (")[0] for i in ids})
+        lines.append(f"excluded platforms, {reason}: " + "; ".join(short))
     return "\n".join(lines)

@@ -56,7 +56,9 @@ class Accelerator:
     price_date: str
     software: str  # 'CUDA', 'ROCm', 'SynapseAI', 'CANN'
     consumer: bool  # GeForce-class card (no data-center licence, no NVLink)
-    export_cn: str  # 'allowed', 'license-required', 'prohibited', 'china-only'
+    # 'allowed', 'licensed' (licence required and being granted), 'license-required',
+    # 'prohibited', 'china-only'
+    export_cn: str
     export_cn_rule: str
     export_cn_date: str
     source: str

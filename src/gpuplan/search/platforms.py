@@ -95,8 +95,8 @@ def export_reason(acc: Accelerator, region: str) -> str:
     if region != "cn":
         return ""
     if acc.export_cn in ("prohibited", "license-required"):
-        return (f"{acc.id}: export to China {acc.export_cn} ({acc.export_cn_rule}, "
-                f"{acc.export_cn_date})")
+        return (f"{acc.id}: {acc.export_cn} since {acc.export_cn_date} "
+                f"({acc.export_cn_rule})")
     return ""
 
 
