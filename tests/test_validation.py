@@ -1,0 +1,160 @@
+"""Validation against published runs (issue #4): the data file, conversions, the error targets."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from conftest import shared_data
+
+from gpuplan.catalog import load_catalog
+from gpuplan.search.hardware import efficiency_rows
+from gpuplan.validation import (
+    CALIBRATION_PLAN,
+    calibrate,
+    load_runs,
+    published_value,
+    run_spec,
+    summary,
+    validate_runs,
+)
+
+# The issue's "done when": over GPU runs whose configuration is known.
+MEDIAN_TARGET_PCT = 10.0
+WORST_TARGET_PCT = 25.0
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return load_catalog()
+
+
+@pytest.fixture(scope="module")
+def results(cat):
+    return validate_runs(cat)
+
+
+def test_every_run_is_sourced_complete_and_consistent(cat):
+    rows = load_runs()
+    assert len(rows) >= 40
+    assert len({r["id"] for r in rows}) == len(rows)
+    for r in rows:
+        assert r["source"].strip() and r["defaults"].strip(), r["id"]
+        assert r["status"] in ("known", "excluded") and r["fit"] in ("fit", "holdout"), r["id"]
+        if r["status"] == "excluded":
+            assert "excluded" in r["notes"], f"{r['id']}: say why it is excluded"
+        rs = run_spec(cat, r)  # resolves the GPU and model, checks tp*pp*cp*dp == gpus
+        assert rs.layout.global_batch % (rs.layout.dp * rs.layout.micro_batch) == 0, r["id"]
+
+
+def test_fit_rows_are_a_minority_per_family(cat):
+    """A hold-out check needs runs left out of the fit in every calibrated family."""
+    specs = [run_spec(cat, r) for r in load_runs() if r["status"] == "known"]
+    for family, _, _ in CALIBRATION_PLAN:
+        fam = [rs for rs in specs if rs.family == family]
+        fit = [rs for rs in fam if rs.row["fit"] == "fit"]
+        assert 0 < len(fit) <= len(fam) - len(fit), family
+
+
+def test_megatron_2021_tflops_convert_with_the_papers_own_formula(cat):
+    """137 TFLOP/s on the 1.7B GPT: tokens/s = F / (96 l h^2 (1 + s/6h + V/16lh)) per token,
+    computed here independently of gpuplan's FLOP counter (exact to 1e-9)."""
+    row = next(r for r in load_runs() if r["id"] == "megatron2021-1.7b-32")
+    metric, value = published_value(run_spec(cat, row))
+    L, h, s, V = 24, 2304, 2048, 51200
+    per_token = 96 * L * h**2 * (1 + s / (6 * h) + V / (16 * L * h))
+    assert metric == "tokens_per_s_per_gpu"
+    assert value == pytest.approx(137e12 / per_token, rel=1e-9)
+
+
+# my id -> (id in ../shared/data/published_runs_public.csv, its column holding our figure)
+SAME_FIGURE = {
+    "megatron2021-530b-2520": ("meg21-530B", "tflops_per_gpu"),
+    "korthikanti2022-1t-512": ("kor22-1T", "mfu_pct"),
+    "megascale2024-megascale-12288": ("megascale-megascale-12288", "step_time_s"),
+    "mtnlg2022-530b-3360": ("mtnlg-530B-3360", "step_time_s"),
+    "mcore2024-462b-6144": ("mcore24-462B", "tflops_per_gpu"),
+    "nemotron4-15b-1536": ("nemotron4-15B-1536", "step_time_s"),
+    "llmfoundry-mpt70b-64xh100-sxm-bf16": ("lf-70b-64-h100", "tokens_per_sec_per_gpu"),
+    "mbridge2511-gb200-llama31-405b-256-fp8": ("mbridge2511-dgx-gb200-llama31-405b-256-fp8-cs",
+                                               "tokens_per_sec_per_gpu"),
+    "torchtitan-h200-llama3-8b-64-fp8": ("tt-h200-8b-64-fp8", "tokens_per_sec_per_gpu"),
+}
+
+
+def test_published_figures_agree_with_the_shared_reference():
+    """Our rows were typed from the sources; the shared reference file, gathered separately,
+    must hold the same figure (exactly, as both copy the source's printed number)."""
+    with open(shared_data("published_runs_public.csv"), newline="", encoding="utf-8") as f:
+        ref = {r["id"]: r for r in csv.DictReader(f)}
+    ours = {r["id"]: r for r in load_runs()}
+    for mine, (theirs, column) in SAME_FIGURE.items():
+        assert float(ours[mine]["published"]) == float(ref[theirs][column]), mine
+
+
+def test_calibrated_constants_are_what_the_documented_fit_returns(cat):
+    """data/efficiency.toml must hold the output of validation.calibrate (no hand edits)."""
+    rows = efficiency_rows(cat)
+    for family, fit in calibrate(cat).items():
+        assert rows[family]["matmul_max"] == pytest.approx(fit["matmul_max"], abs=5e-3), family
+        assert rows[family]["half_dim"] == pytest.approx(fit["half_dim"]), family
+        assert rows[family]["layer_overhead_us"] == pytest.approx(fit["layer_overhead_s"] * 1e6,
+                                                                  abs=0.5), family
+        if "fp8_ratio" in fit:
+            assert rows[family]["fp8_ratio"] == pytest.approx(fit["fp8_ratio"], abs=5e-3)
+        assert not rows[family].get("guess", False)
+
+
+def test_median_error_meets_the_issue_target(results):
+    """Done-when: median |error| <= 10% over runs with a known configuration."""
+    s = summary(results)
+    assert s["n"] >= 40
+    assert s["median_abs_error_pct"] <= MEDIAN_TARGET_PCT, s
+
+
+def test_median_error_on_the_hold_out_runs_alone_meets_the_target(results):
+    """The same threshold on the runs the calibration never saw."""
+    s = summary(results, subset="holdout")
+    assert s["n"] >= 20
+    assert s["median_abs_error_pct"] <= MEDIAN_TARGET_PCT, s
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "not met: Qwen3-30B-A3B fine-grained MoE on 16 H100 (Megatron-Bridge) runs ~3x slower "
+    "than predicted; MegaScale's own stack and the MPT 3B/13B FSDP runs miss by 26-29%. "
+    "See docs/calibration.md."))
+def test_worst_error_meets_the_issue_target(results):
+    """Done-when: worst |error| <= 25% over runs with a known configuration."""
+    assert summary(results)["worst_abs_error_pct"] <= WORST_TARGET_PCT
+
+
+def test_dense_runs_worst_error_is_bounded(results):
+    """Without the one fine-grained MoE run, the worst miss stays under 30% (stated bound of
+    what the dense model reaches today; a regression past it fails)."""
+    dense = [r for r in results if "qwen3" not in r.id]
+    assert summary(dense)["worst_abs_error_pct"] < 30.0
+
+
+def test_cli_validate_json(run_cli):
+    code, out, err = run_cli("validate", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert {"runs", "median_abs_error_pct"} <= set(data)
+    run = data["runs"][0]
+    assert {"id", "metric", "published", "predicted", "error_pct"} <= set(run)
+    assert run["error_pct"] == pytest.approx((run["predicted"] - run["published"])
+                                             / run["published"] * 100)
+    known = [abs(r["error_pct"]) for r in data["runs"] if r["status"] == "known"]
+    assert data["median_abs_error_pct"] == pytest.approx(float(np.median(known)))
+
+
+def test_cli_validate_text_and_family_filter(run_cli):
+    code, out, _ = run_cli("validate", "--family", "a100")
+    assert code == 0
+    assert "megatron2021-1.7b-32" in out and "mcore2024" not in out
+    assert "median" in out and "worst" in out
+    code, out, err = run_cli("validate", "--family", "a10")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "did you mean 'a100'" in err
