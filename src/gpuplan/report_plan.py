@@ -60,6 +60,23 @@ def render(r: dict[str, Any]) -> str:
     else:
         lines.append("NO FEASIBLE PLAN.")
         lines += [f"- {x}" for x in r["relax"]]
+    pick = r.get("scenario_pick")
+    if pick:
+        lines.append("")
+        if pick["feasible"]:
+            verdict = []
+            if r["deadline_days"] is not None:
+                verdict.append("meets the deadline" if pick["meets_deadline"]
+                               else "MISSES the deadline")
+            if r["budget_usd"] is not None:
+                verdict.append("within budget" if pick["meets_budget"] else "OVER budget")
+            lines.append(
+                f"the article's pick, {pick['gpus']} x {pick['gpu']} ({pick['platform']}, owned): "
+                f"{pick['time_to_train_days']:,.1f} days, {usd(pick['cost_usd'])} of the "
+                f"cluster's cost over the run, {usd(pick['cash_up_front_usd'])} up front"
+                + (f"; {', '.join(verdict)}" if verdict else ""))
+        else:
+            lines.append(f"the article's pick ({pick['system']}): infeasible, {pick['reason']}")
     if r["favourite"]:
         lines.append("")
         lines.append("the GPUs you asked for:")
@@ -70,7 +87,7 @@ def render(r: dict[str, Any]) -> str:
         rows = []
         for o in r["outlook"]:
             if not o.get("feasible"):
-                rows.append((o["gpus"], "-", "-", "-", "does not fit"))
+                rows.append((o["gpus"], "-", "-", "-", o.get("reason", "infeasible")))
                 continue
             rows.append((o["gpus"], f"{o['time_to_train_days']:,.1f}", usd(o["cost_usd"]),
                          f"{o['mfu'] * 100:.0f}%",

@@ -39,7 +39,8 @@ def register(sub: Any) -> None:
     g = p.add_argument_group("goal and constraints")
     g.add_argument("--tokens", help="tokens to train on (2e12, 2T, 300B)")
     g.add_argument("--deadline-days", type=float, help="finish within this many days")
-    g.add_argument("--budget-usd", help="spend at most this much (5e6, 500k)")
+    g.add_argument("--budget-usd", help="spend at most this much (5e6, 500k): the cloud bill, or "
+                   "for owned hardware the purchase price when larger than the run's share")
     g.add_argument("--max-gpus", type=positive_int, help="largest cluster to consider "
                    "(default 16384)")
     g.add_argument("--objective", default="cost", choices=("cost", "time", "energy"))
@@ -87,6 +88,9 @@ def build_request(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     cat = load_catalog(args.catalog)
     scen: dict[str, Any] = _scenario(cat, args) if args.scenario else {}
     if scen:  # the scenario fills what the flags leave unset
+        if scen.get("acquisition") == "either":
+            scen["acquisition"] = "any"
+        cat = _with_scenario_price(cat, scen)
         for flag, key in (("model", "model"), ("deadline_days", "deadline_days"),
                           ("budget_usd", "budget_usd"), ("tokens", "tokens"),
                           ("vendor", "vendor"), ("acquisition", "acquisition"),
@@ -126,6 +130,44 @@ def build_request(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     return cat, req, scen
 
 
+def _with_scenario_price(cat: Any, scen: dict[str, Any]) -> Any:
+    """A scenario may price its system where the catalog has no price (stated in the scenario);
+    apply it to a copy of the catalog, never to the cached one."""
+    import dataclasses
+
+    sid, price = scen.get("system"), scen.get("price")
+    if not sid or not price:
+        return cat
+    s = cat.system(sid)
+    if s.price_usd:
+        return cat
+    priced = dataclasses.replace(s, price_usd=float(price),
+                                 price_source=str(scen.get("price_source", "scenario")))
+    return dataclasses.replace(cat, systems={**cat.systems, s.id: priced})
+
+
+def _scenario_pick(cat: Any, req: Any, scen: dict[str, Any]) -> dict[str, Any] | None:
+    """What the article's own pick (the scenario's system x nodes, owned) would do."""
+    from ..search.plan import at_size
+    from ..search.platforms import system_platform
+
+    if not scen.get("system") or not scen.get("nodes"):
+        return None
+    system = cat.system(scen["system"])
+    if not system.price_usd:
+        return {"system": system.id, "feasible": False, "reason": "no price for this system"}
+    plat = system_platform(cat, system)
+    pick = at_size(cat, req, plat, int(scen["nodes"]) * system.gpus_per_node, "own",
+                   req.precisions)
+    pick["system"] = system.id
+    if pick["feasible"]:
+        pick["meets_deadline"] = (req.deadline_days is None
+                                  or pick["time_to_train_days"] <= req.deadline_days)
+        spend = max(pick["cost_usd"], pick["cash_up_front_usd"])  # as the search counts it
+        pick["meets_budget"] = req.budget_usd is None or spend <= req.budget_usd
+    return pick
+
+
 class _Progress:
     """A one-line progress bar on stderr, shown only once the search has taken a moment."""
 
@@ -157,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
     result["elapsed_s"] = time.perf_counter() - t0
     if scen:
         result["scenario"] = {"name": args.scenario, **scen}
+        result["scenario_pick"] = _scenario_pick(cat, req, scen)
     print(dumps(result) if args.json else render(result))
     return 0
 

@@ -286,6 +286,7 @@ def _plan_record(rows: dict[str, np.ndarray], i: int, meta: list, req: Request) 
     mem = float(rows["memory_bytes"][i])
     return {
         "gpu": acc.id, "gpus": int(rows["gpus"][i]), "tp": int(rows["tp"][i]),
+        "nodes": -(-int(rows["gpus"][i]) // plat.gpus_per_node),
         "pp": int(rows["pp"][i]), "dp": int(rows["dp"][i]), "cp": int(rows["cp"][i]),
         "ep": int(rows["ep"][i]), "zero": int(rows["zero"][i]),
         "micro_batch": int(rows["micro_batch"][i]), "global_batch": req.global_batch,
@@ -309,8 +310,9 @@ def _plan_record(rows: dict[str, np.ndarray], i: int, meta: list, req: Request) 
 
 
 def _dedupe(rows: dict[str, np.ndarray], order: np.ndarray) -> np.ndarray:
-    """Keep the first (best) row of each (platform and pricing, GPU count) in `order`."""
-    key = rows["meta"][order] * 1_000_003 + rows["gpus"][order]
+    """Keep the first (best) row of each way to get GPUs (platform and pricing) in `order`, so
+    the ranking lists distinct options; other GPU counts show in the outlook and the front."""
+    key = rows["meta"][order]
     _, first = np.unique(key, return_index=True)
     return order[np.sort(first)]
 
@@ -340,7 +342,9 @@ def _finish(cat: Catalog, req: Request, rows: dict[str, np.ndarray], meta: list,
     if req.deadline_days is not None:
         late = rows["days"] > req.deadline_days
     if req.budget_usd is not None:
-        over = rows["cost_usd"] > req.budget_usd
+        # the budget caps money spent: the cloud bill, or for owned hardware the purchase when
+        # it exceeds the run's share of the cluster's lifetime cost
+        over = np.maximum(rows["cost_usd"], rows["capex_usd"]) > req.budget_usd
     tally[R_DEADLINE] += int(late.sum())
     tally[R_BUDGET] += int((over & ~late).sum())
     ok = ~late & ~over & np.isfinite(rows["cost_usd"])
@@ -391,17 +395,33 @@ def _why(req: Request, sub: dict[str, np.ndarray], ranked: np.ndarray, meta: lis
         f"for {_fmt_usd(winner['cost_usd'])}; MFU {winner['mfu'] * 100:.0f}%, limited by "
         f"{winner['bottleneck']}, {winner['headroom_gib']:.0f} GiB memory headroom per GPU."
     ]
+    shown = {int(sub["meta"][ranked[0]])}
+
+    def mention(label: str, i: int) -> None:
+        if int(sub["meta"][i]) in shown:
+            return
+        shown.add(int(sub["meta"][i]))
+        lines.append(_compare(label, _plan_record(sub, i, meta, req), winner))
+
     if len(ranked) > 1:
-        r = _plan_record(sub, ranked[1], meta, req)
-        lines.append(_compare("runner-up", r, winner))
+        mention("runner-up", ranked[1])
+    if winner["pricing"] == "spot":
+        lines.append(
+            f"spot assumes the capacity exists for the whole run and is reclaimed "
+            f"{req.site.spot_interruptions_per_hour:g} times per instance-hour (catalog default, a "
+            f"lower bound for GPU instances; --interruptions changes it)")
+        safe = [i for i in ranked if meta[int(sub["meta"][i])][1] != "spot"]
+        if safe:
+            mention("best option without spot", safe[0])
+    if winner["export_cn"] == "licensed" and req.filters.export_region == "cn":
+        lines.append(f"{winner['gpu']} needs a US export licence for China; licences have been "
+                     f"granted (see `gpuplan catalog show {winner['gpu']}`)")
     for acq in ("cloud", "own"):
         if acq == winner["acquisition"]:
             continue
         acq_rows = [i for i in ranked if meta[int(sub["meta"][i])][0].acquisition == acq]
         if acq_rows:
-            r = _plan_record(sub, acq_rows[0], meta, req)
-            lines.append(_compare(f"best {'owned' if acq == 'own' else 'cloud'} option", r,
-                                  winner))
+            mention(f"best {'owned' if acq == 'own' else 'cloud'} option", acq_rows[0])
         else:
             lines.append(f"no {'owned' if acq == 'own' else 'cloud'} option meets the "
                          "constraints")
@@ -481,10 +501,45 @@ def _favourite(req: Request, by_gpu: dict[str, Counter], excluded_platforms: dic
     return out
 
 
+def at_size(cat: Catalog, req: Request, plat: Platform, gpus: int, mode: str,
+            precisions: tuple[str, ...]) -> dict[str, Any]:
+    """The fastest layout of `gpus` GPUs on one platform, priced in `mode` (no deadline or
+    budget applied): days, cost, tokens/s, MFU -- or feasible False with the reason."""
+    if plat.max_gpus and gpus > plat.max_gpus:
+        return {"gpus": gpus, "feasible": False, "reason": R_OFFER_CAP}
+    axes = model_axes(req.model, req.seq_len, precisions=precisions)
+    tally: Counter = Counter()
+    g = evaluate_group(req, cat, [plat], np.array([gpus]), axes, tally, {})
+    if g["gpus"].size == 0:
+        tally.pop("_feasible_physics", None)
+        reason = tally.most_common(1)[0][0] if tally else "no valid layout"
+        return {"gpus": gpus, "feasible": False, "reason": reason}
+    prices = [r for r in _price_rows(cat, [plat], req.site, ()) if r[1] == mode]
+    if not prices:
+        return {"gpus": gpus, "feasible": False, "reason": f"no {mode} price"}
+    _, _, rate, capex_per_gpu = prices[0]
+    i = int(np.argmax(g["tokens_per_s"]))
+    o = outcome(tokens=req.tokens, tokens_per_s=g["tokens_per_s"][i], gpus=gpus,
+                gpus_per_node=plat.gpus_per_node, params=req.model.total_params(),
+                mode=costm.mode_code(mode), usd_per_gpu_hour=rate,
+                tdp_watts=plat.accelerator.tdp_watts,
+                host_watts_per_gpu=host_watts_per_gpu(cat, plat), site=req.site)
+    first = lambda x: float(np.asarray(x).reshape(-1)[0])  # noqa: E731
+    return {"gpus": gpus, "feasible": True, "gpu": plat.accelerator.id, "platform": plat.label,
+            "pricing": mode, "time_to_train_days": first(o.days), "cost_usd": first(o.cost_usd),
+            "tokens_per_s": float(g["tokens_per_s"][i]), "mfu": float(g["mfu"][i]),
+            "tp": int(g["tp"][i]), "pp": int(g["pp"][i]), "dp": int(g["dp"][i]),
+            "zero": int(g["zero"][i]), "micro_batch": int(g["micro_batch"][i]),
+            "precision": PRECISIONS[int(g["precision"][i])],
+            "recompute": RECOMPUTE[int(g["recompute"][i])],
+            "memory_gib_per_gpu": float(g["memory_bytes"][i]) / GiB,
+            "cash_up_front_usd": gpus * capex_per_gpu}
+
+
 def outlook(cat: Catalog, req: Request, winner: dict[str, Any]) -> list[dict[str, Any]]:
     """Days, cost and scaling efficiency of the winner's platform at 1/2x, 2x and 4x its GPUs
     (the fastest layout at each count, same pricing; constraints other than memory ignored).
-    Scaling efficiency is tokens/s per GPU relative to the smallest size shown."""
+    Scaling efficiency is tokens/s per GPU relative to the smallest feasible size shown."""
     plats, _ = select_platforms(cat, req.filters)
     key = winner["offer"] or winner["system"]
     plat = next((p for p in plats if p.id == key), None)
@@ -493,32 +548,10 @@ def outlook(cat: Catalog, req: Request, winner: dict[str, Any]) -> list[dict[str
     base = winner["gpus"]
     counts = [c for c in (base // 2, base, base * 2, base * 4)
               if c >= plat.gpus_per_node and c % plat.gpus_per_node == 0]
-    axes = model_axes(req.model, req.seq_len, precisions=(winner["precision"],))
-    out = []
-    for c in counts:
-        g = evaluate_group(req, cat, [plat], np.array([c]), axes, Counter(), {})
-        if g["gpus"].size == 0:
-            out.append({"gpus": c, "feasible": False})
-            continue
-        prices = [r for r in _price_rows(cat, [plat], req.site, ()) if r[1] == winner["pricing"]]
-        if not prices:
-            continue
-        _, mode, rate, _ = prices[0]
-        i = int(np.argmax(g["tokens_per_s"]))
-        o = outcome(tokens=req.tokens, tokens_per_s=g["tokens_per_s"][i], gpus=c,
-                    gpus_per_node=plat.gpus_per_node, params=req.model.total_params(),
-                    mode=costm.mode_code(mode), usd_per_gpu_hour=rate,
-                    tdp_watts=plat.accelerator.tdp_watts,
-                    host_watts_per_gpu=host_watts_per_gpu(cat, plat), site=req.site)
-        per_gpu = g["tokens_per_s"][i] / c
-        out.append({"gpus": c, "feasible": True,
-                    "time_to_train_days": float(np.asarray(o.days).reshape(-1)[0]),
-                    "cost_usd": float(np.asarray(o.cost_usd).reshape(-1)[0]),
-                    "tokens_per_s": float(g["tokens_per_s"][i]), "per_gpu": float(per_gpu),
-                    "mfu": float(g["mfu"][i])})
-    # scaling efficiency: throughput per GPU relative to the smallest feasible size shown
-    ref = next((r["per_gpu"] for r in out if r.get("feasible")), None)
+    out = [at_size(cat, req, plat, c, winner["pricing"], (winner["precision"],))
+           for c in counts]
+    ref = next((r["tokens_per_s"] / r["gpus"] for r in out if r["feasible"]), None)
     for r in out:
-        if r.get("feasible") and ref:
-            r["scaling_efficiency"] = r.pop("per_gpu") / ref
+        if r["feasible"] and ref:
+            r["scaling_efficiency"] = r["tokens_per_s"] / r["gpus"] / ref
     return out
