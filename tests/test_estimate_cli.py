@@ -127,3 +127,31 @@ def test_json_output_is_plain(run_cli):
     code, out, _ = run_cli(*DONE, "--tokens", "1T", "--json")
     json.loads(out)  # no NaN, no numpy types
     assert "NaN" not in out and "Infinity" not in out
+
+
+def test_pricing_modes_of_one_offer(run_json):
+    """On-demand and reserved rates come from the offer; spot adds interruptions (lower goodput);
+    owning uses the system's TCO per used GPU-hour."""
+    base = ["estimate", "--model", "llama3-8b", "--gpu", "h100", "--gpus", "64", "--tp", "2",
+            "--tokens", "1T"]
+    od = run_json(*base, "--offer", "aws-p5.48xlarge-us-east-1", "--pricing", "on-demand")
+    spot = run_json(*base, "--offer", "aws-p5.48xlarge-us-east-1", "--pricing", "spot")
+    own = run_json(*base, "--system", "dgx-h100", "--pricing", "own")
+    assert od["pricing"] == "on-demand" and od["usd_per_gpu_hour"] == pytest.approx(55.04 / 8)
+    assert od["cost_usd"] == pytest.approx(od["usd_per_gpu_hour"] * od["gpu_hours"], rel=1e-9)
+    assert spot["goodput"] < od["goodput"]
+    assert spot["cost_usd"] < od["cost_usd"]
+    assert own["pricing"] == "own" and 1.0 < own["usd_per_gpu_hour"] < 4.0
+    for r in (od, spot, own):
+        assert r["energy_kwh"] > 0 and r["co2e_kg"] > 0
+        # energy = GPUs x (TDP + host) x load factor x hours x PUE: at least the GPUs' share
+        assert r["energy_kwh"] >= 64 * 700 * 0.5 * r["time_to_train_days"] * 24 / 1000
+
+
+def test_pricing_without_a_price_source_is_one_line(run_cli):
+    code, _, err = run_cli("estimate", "--model", "llama3-8b", "--gpu", "h100", "--gpus", "8",
+                           "--tokens", "1T", "--pricing", "spot")
+    assert code == 2 and "needs a cloud offer" in err
+    code, _, err = run_cli("estimate", "--model", "llama3-8b", "--gpu", "h100", "--gpus", "8",
+                           "--tokens", "1T", "--pricing", "weekly")
+    assert code == 2 and "unknown pricing mode 'weekly'" in err

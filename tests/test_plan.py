@@ -142,3 +142,38 @@ def test_favourite_gpu_that_cannot_make_it(run_json):
 def test_bad_input(run_cli, argv, message):
     code, out, err = run_cli(*argv)
     assert code == 2 and message in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("name", ["startup", "research", "hyperscale"])
+def test_scenarios_state_assumptions_and_the_articles_pick(run_json, name):
+    r = run_json("plan", "--scenario", name)
+    s = r["scenario"]
+    assert s["name"] == name and s["article_claim"]
+    pick = r["scenario_pick"]
+    assert pick is not None and pick["system"] == s["system"]
+    if pick["feasible"]:
+        assert pick["gpus"] == s["nodes"] * 8 or pick["gpus"] == s["nodes"] * 4
+        assert pick["time_to_train_days"] > 0 and pick["cost_usd"] > 0
+
+
+def test_startup_scenario_contradicts_the_article(run_json):
+    """The article's 4x A100 for a ~13B model on 260B tokens misses a 90-day deadline: 6 x 13e9 x
+    260e9 = 2.0e22 FLOP at 4 x 312 TFLOPS and <= 60% MFU is >= 310 days."""
+    r = run_json("plan", "--scenario", "startup")
+    pick = r["scenario_pick"]
+    assert pick["feasible"] and pick["time_to_train_days"] > 300
+    assert pick["meets_deadline"] is False
+    assert r["plans"], "a cheaper, faster rented option exists within the budget"
+    assert r["plans"][0]["cost_usd"] <= 50_000
+
+
+def test_unknown_scenario(run_cli):
+    code, _, err = run_cli("plan", "--scenario", "startp")
+    assert code == 2 and "did you mean 'startup'" in err
+
+
+def test_budget_counts_the_purchase_of_owned_hardware(run_json):
+    r = run_json("plan", "--model", "llama3-8b", "--tokens", "300B", "--budget-usd", "1e6",
+                 "--acquisition", "own")
+    for p in r["plans"]:
+        assert max(p["cost_usd"], p["cash_up_front_usd"]) <= 1e6
