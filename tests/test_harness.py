@@ -1,9 +1,11 @@
 """The estimate against PyTorch on CPU: the measurement harness on a grid of small models.
 
-The issue allows 3% for weights/gradients/optimizer and 10% for activations. We reach
-< 0.1% and < 0.3% on this grid and assert 0.5% and 1%: the only differences the estimate leaves
-out are the optimizer's `step` counters and the norm statistics (s*b floats per norm), which
-shrink as 1/hidden; the logits/head region is asserted to 2%.
+The issue allows 3% for weights/gradients/optimizer and 10% for activations. On this grid we
+reach: weights and gradients exact, optimizer state within 0.33% (fp32 Adafactor, whose state is
+so small that the 4-byte `step` counters show; < 0.01% otherwise), layer activations within
+0.2%, head activations within 0.8%. We assert 0.5%, 1% and 2%: the only things the estimate
+leaves out are those `step` counters, norm statistics (s*b floats per norm) and the integer
+targets saved by the loss, all shrinking as 1/hidden.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from gpuplan.calibrate.memory import (  # noqa: E402
 )
 
 GRID = default_grid()
-STATE_TOL = 0.005  # reached < 0.001
-ACT_TOL = 0.01  # reached < 0.003
-HEAD_TOL = 0.02  # reached < 0.01
+STATE_TOL = 0.005  # reached 0.0033 (fp32 Adafactor), < 0.0001 otherwise
+ACT_TOL = 0.01  # reached 0.002
+HEAD_TOL = 0.02  # reached 0.008
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +38,8 @@ def results() -> dict[str, dict]:
 
 @pytest.mark.parametrize("cfg", GRID, ids=[c.label() for c in GRID])
 def test_model_state_within_half_percent(cfg, results):
-    """Weights, gradients and optimizer state (incl. the fp32 master copy for bf16) predicted
-    within 0.5% of the bytes PyTorch allocates (issue tolerance 3%)."""
+    """Weights, gradients and optimizer state (incl. the fp32 master copy for bf16; AdamW, SGD
+    momentum, factored Adafactor) predicted within 0.5% of what PyTorch allocates (issue: 3%)."""
     r = results[cfg.label()]
     assert r["measured"]["params"] == r["predicted"]["params"]
     for key in ("weights_bytes", "gradients_bytes", "optimizer_bytes"):

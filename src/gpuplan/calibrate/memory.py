@@ -39,7 +39,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ..spec import ADAMW, BF16, FP32, R_FULL, R_NONE, R_SELECTIVE, SGD, Layout, ModelSpec
+from ..spec import ADAFACTOR, ADAMW, BF16, FP32, R_FULL, R_NONE, R_SELECTIVE, SGD, Layout, ModelSpec
 
 __all__ = ["HarnessConfig", "measure", "predict", "compare", "default_grid", "main"]
 
@@ -58,7 +58,7 @@ class HarnessConfig:
     seq_len: int = 64
     micro_batch: int = 2
     precision: str = "fp32"  # 'fp32' or 'bf16'
-    optimizer: str = "adamw"  # 'adamw' or 'sgd' (momentum 0.9)
+    optimizer: str = "adamw"  # 'adamw', 'sgd' (momentum 0.9) or 'adafactor' (torch.optim)
     attention: str = "explicit"  # 'explicit' (softmax saved) or 'sdpa' (flash kernel)
     checkpoint: str = "none"  # 'none', 'selective' (core attention) or 'full' (each layer)
     rotary: bool = False
@@ -87,7 +87,7 @@ class HarnessConfig:
         return Layout(
             micro_batch=self.micro_batch, global_batch=self.micro_batch, seq_len=self.seq_len,
             recompute=rc, precision=FP32 if self.precision == "fp32" else BF16,
-            optimizer=ADAMW if self.optimizer == "adamw" else SGD,
+            optimizer={"adamw": ADAMW, "sgd": SGD, "adafactor": ADAFACTOR}[self.optimizer],
             flash=self.attention == "sdpa", dropout=False,
         )
 
@@ -253,8 +253,10 @@ def measure(cfg: HarnessConfig) -> dict[str, Any]:
     master = [p.detach().float().clone().requires_grad_(True) for p in params] if mixed else params
     if cfg.optimizer == "adamw":
         opt: Any = torch.optim.AdamW(master, lr=1e-3)
-    else:
+    elif cfg.optimizer == "sgd":
         opt = torch.optim.SGD(master, lr=1e-3, momentum=0.9)
+    else:  # factored second moment, no first moment
+        opt = torch.optim.Adafactor(master, lr=1e-3)
     idx = torch.randint(0, cfg.vocab, (cfg.micro_batch, cfg.seq_len), device=dev)
     tgt = torch.randint(0, cfg.vocab, (cfg.micro_batch, cfg.seq_len), device=dev)
     if dev.type == "cuda":
@@ -316,7 +318,9 @@ def predict(cfg: HarnessConfig) -> dict[str, Any]:
     bd = memory_breakdown(spec, lay, runtime_overhead_bytes=0.0, fragmentation=0.0)
     # learned positions (GPT) are not in ModelSpec: add them explicitly, same bytes per param
     pos = cfg.seq_len * cfg.hidden if cfg.arch == "gpt" else 0
-    wb, gb, ob = (float(x) for x in model_state_bytes_per_param(lay.precision, lay.optimizer))
+    # position embeddings: a (seq_len, hidden) matrix, factored by Adafactor into rows + cols
+    ada = (cfg.seq_len + cfg.hidden) / pos if pos else 0.0
+    wb, gb, ob = (float(x) for x in model_state_bytes_per_param(lay.precision, lay.optimizer, ada))
     kw = dict(seq_len=cfg.seq_len, micro_batch=cfg.micro_batch, precision=lay.precision)
     per_layer = layer_activation_bytes(spec, flash=lay.flash, recompute=lay.recompute, **kw)
     saved, _live = logits_bytes(spec, **kw)
@@ -355,6 +359,8 @@ def default_grid(device: str = "cpu") -> list[HarnessConfig]:
         HarnessConfig(arch="llama", kv_heads=1, attention="sdpa", rotary=True),
         HarnessConfig(arch="llama", kv_heads=2, checkpoint="selective"),
         HarnessConfig(arch="llama", checkpoint="full", precision="bf16", optimizer="sgd"),
+        HarnessConfig(arch="gpt", optimizer="adafactor"),
+        HarnessConfig(arch="llama", kv_heads=2, precision="bf16", optimizer="adafactor"),
     ]
     return [replace(c, device=device) for c in base]
 
