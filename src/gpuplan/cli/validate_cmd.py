@@ -79,7 +79,7 @@ def _text(data: dict[str, Any]) -> str:
              num(r["predicted"]), f"{r['error_pct']:+.1f}%", r["fit"],
              "" if r["status"] == "known" else "excluded") for r in data["runs"]]
     out = [table(rows, ("run", "family", "metric", "published", "predicted", "error", "used as",
-                        ""), align="llrrrrll")]
+                        "note"), align="llrrrrll")]
     fam_rows = [(f, s["n"], f"{_fmt(s['median_abs_error_pct'])}%",
                  f"{_fmt(s['worst_abs_error_pct'])}%") for f, s in data["per_family"].items()]
     fam_rows.append(("all", data["n"], f"{_fmt(data['median_abs_error_pct'])}%",
