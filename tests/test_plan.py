@@ -12,12 +12,11 @@ CONTROLLED = {"h100-sxm", "h100-pcie", "h100-nvl", "a100-40gb", "a100-80gb", "a1
 
 @pytest.fixture(scope="module")
 def llama_plan():
+    import contextlib
+    import io
     import json
 
     from gpuplan.cli import main
-
-    import io
-    import contextlib
 
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):

@@ -27,7 +27,7 @@ from typing import Any
 
 from . import spec
 from .errors import CatalogError, GpuplanError, UnknownIdError, suggest
-from .units import GB, GiB, TB, TERA
+from .units import GB, TB, TERA, GiB
 
 ENV_VAR = "GPUPLAN_CATALOG"
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
@@ -203,7 +203,8 @@ def _check_value(origin: str, kind: str, ident: str, key: str, ftype: str, value
         return value
     if ftype == "date":
         if not isinstance(value, str) or not _DATE.match(value):
-            raise CatalogError(f"{where}: {key} must be a date YYYY-MM-DD or YYYY-MM, got {value!r}")
+            raise CatalogError(
+                f"{where}: {key} must be a date YYYY-MM-DD or YYYY-MM, got {value!r}")
         return value
     if ftype == "int":
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -335,9 +336,11 @@ class Catalog:
 
     # --- lookups -------------------------------------------------------------------------
     def _table(self, kind: str) -> dict[str, Any]:
-        return {"accelerator": self.accelerators, "fabric": self.fabrics,
+        tables: dict[str, dict[str, Any]] = {
+                "accelerator": self.accelerators, "fabric": self.fabrics,
                 "system": self.systems, "pod": self.pods, "offer": self.offers,
-                "model": self.models, "site": self.site}[kind]
+                "model": self.models, "site": self.site}
+        return tables[kind]
 
     def resolve(self, kind: str, name: str) -> str:
         """An id or alias (any case, spaces or dashes) -> the canonical id, or UnknownIdError."""

@@ -43,7 +43,8 @@ class Accelerator:
     form_factor: str
     memory_bytes: float
     memory_bandwidth_bytes_per_s: float
-    peak_flops: dict[str, float]  # dense FLOP/s per precision (FP32 accumulate); absent = unsupported
+    # dense FLOP/s per precision (FP32 accumulate); an absent key = unsupported
+    peak_flops: dict[str, float]
     fp16_accumulate_flops: float | None  # GeForce/RTX headline rate with FP16 accumulate, if any
     scale_up_kind: str  # 'nvlink', 'infinity-fabric', 'pcie', 'hccs', 'ethernet'
     scale_up_fabric: str  # fabric id

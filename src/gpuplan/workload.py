@@ -28,7 +28,8 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
     try:
         cfg = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"model config '{path}' does not exist; give a path to config.json") from None
+        raise ConfigError(
+            f"model config '{path}' does not exist; give a path to config.json") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(f"model config '{path}' is not valid JSON: {err}") from None
     if not isinstance(cfg, dict):
@@ -77,8 +78,8 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
         raise ConfigError(f"model config '{path}': {err}") from None
 
 
-def model_from_flags(*, layers: int, hidden: int, heads: int, vocab: int, kv_heads: int | None = None,
-                     ffn: int | None = None, mlp: str = "gelu",
+def model_from_flags(*, layers: int, hidden: int, heads: int, vocab: int,
+                     kv_heads: int | None = None, ffn: int | None = None, mlp: str = "gelu",
                      tied_embeddings: bool = False) -> ModelSpec:
     """Explicit dimensions. Defaults: GELU MLP of 4*hidden, kv_heads = heads, untied embeddings."""
     if hidden % heads:

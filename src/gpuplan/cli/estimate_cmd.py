@@ -18,7 +18,8 @@ from .options import (
 EPILOG = """examples:
   gpuplan estimate --model llama2-70b --gpu a100-80gb --gpus 64 --tp 8 --pp 2 --zero 1 \\
       --seq-len 4096 --micro-batch 1 --global-batch 1024 --recompute selective
-  gpuplan estimate --model llama3-8b --gpu h100 --gpus 8 --tokens 15T --offer aws-p5.48xlarge-us-east-1
+  gpuplan estimate --model llama3-8b --gpu h100 --gpus 8 --tokens 15T \\
+      --offer aws-p5.48xlarge-us-east-1 --pricing reserved-3y
   gpuplan estimate --layers 24 --hidden 2048 --heads 16 --vocab 50257 --gpu rtx-4090 --gpus 1
 """
 

@@ -36,7 +36,7 @@ def model_axes(model: ModelSpec, seq_len: int, *, precisions: tuple[str, ...] = 
     tp = tuple(t for t in TP_CHOICES if model.heads % t == 0)
     pp = tuple(p for p in range(1, min(MAX_PP, model.layers) + 1) if model.layers % p == 0)
     cp = (1, 2, 4, 8) if seq_len >= 32768 else ((1, 2) if seq_len >= 16384 else (1,))
-    ep = (1,)
+    ep: tuple[int, ...] = (1,)
     if model.is_moe:
         ep = tuple(e for e in (1, 2, 4, 8, 16, 32, 64) if model.experts % e == 0)
     prec = tuple(PRECISIONS.index(p) for p in precisions)

@@ -7,7 +7,8 @@ prices; platforms with the same physics share one evaluation in the search.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..catalog import Catalog
 from ..errors import ConfigError
@@ -56,7 +57,7 @@ class Filters:
     allow_consumer: bool = False
 
 
-def _physical(cat: Catalog, acc: Accelerator, where: Offer | System) -> dict[str, float]:
+def _physical(cat: Catalog, acc: Accelerator, where: Offer | System) -> dict[str, Any]:
     """Node shape and per-GPU scale-out figures, as the time model's hardware builder sees them."""
     plat = platform_of(cat, acc, where)
     return {"gpus_per_node": plat.gpus_per_node, "scale_up_domain": plat.scale_up_domain,
@@ -104,16 +105,17 @@ def select_platforms(cat: Catalog, f: Filters) -> tuple[list[Platform], dict[str
     """All platforms passing the filters, and the excluded ones grouped by reason."""
     if f.acquisition not in ("cloud", "own", "any"):
         raise ConfigError(f"--acquisition must be cloud, own or any, got '{f.acquisition}'")
-    for p in f.pricing:
-        if p not in PRICING + ("own",):
-            raise ConfigError(
-                f"unknown pricing mode '{p}'; choose from {', '.join(PRICING + ('own',))}")
+    for mode in f.pricing:
+        if mode not in PRICING + ("own", "capacity-block"):
+            raise ConfigError(f"unknown pricing mode '{mode}'; choose from "
+                              f"{', '.join(PRICING + ('capacity-block', 'own'))}")
     if f.export_region not in ("", "cn"):
         raise ConfigError(f"--export-region supports 'cn' only, got '{f.export_region}'")
     known_clouds = {o.cloud for o in cat.offers.values()}
     for c in f.clouds:
         if c not in known_clouds:
-            raise ConfigError(f"unknown cloud '{c}'; the catalog has {', '.join(sorted(known_clouds))}")
+            raise ConfigError(f"unknown cloud '{c}'; the catalog has "
+                              f"{', '.join(sorted(known_clouds))}")
     excluded: dict[str, list[str]] = {}
 
     def skip(reason: str, ident: str) -> None:
@@ -144,7 +146,7 @@ def select_platforms(cat: Catalog, f: Filters) -> tuple[list[Platform], dict[str
             if not prices:
                 skip("offer lacks the requested pricing mode", p.id)
                 continue
-            p = Platform(**{**p.__dict__, "prices": prices})
+            p = replace(p, prices=prices)
         reason = export_reason(acc, f.export_region)
         if reason:
             skip("export-controlled for China", reason)

@@ -35,7 +35,8 @@ def own_usd_per_gpu_hour(p: Platform, site: Site, gpus: Any) -> tuple[Any, Any]:
     nodes = np.ceil(np.asarray(gpus, dtype=float) / s.gpus_per_node)
     tco = costm.own_tco(
         nodes=nodes, gpus_per_node=s.gpus_per_node, system_price_usd=s.price_usd,
-        system_max_power_watts=s.max_power_watts, gpu_tdp_watts=p.accelerator.tdp_watts, years=site.years, utilization=site.utilization,
+        system_max_power_watts=s.max_power_watts, gpu_tdp_watts=p.accelerator.tdp_watts,
+        years=site.years, utilization=site.utilization,
         usd_per_kwh=site.electricity_usd_per_kwh, pue=site.pue,
         colocation_usd_per_kw_month=site.colocation_usd_per_kw_month,
         maintenance_fraction_per_year=site.maintenance_fraction_per_year,
@@ -152,7 +153,8 @@ def _price(cat: Catalog, plat: Platform, pricing: str | None, usd_per_gpu_hour: 
     if mode == "own":
         if plat.system is None or not plat.system.price_usd:
             raise ConfigError(f"--pricing own needs a system with a price; give --system (see "
-                              f"`gpuplan catalog systems`), none is known for {plat.accelerator.id}")
+                              f"`gpuplan catalog systems`), none is known for "
+                              f"{plat.accelerator.id}")
         rate, _ = own_usd_per_gpu_hour(plat, site, gpus)
         return mode, float(np.asarray(rate).reshape(-1)[0])
     if plat.offer is None:
