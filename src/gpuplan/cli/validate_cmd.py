@@ -100,7 +100,7 @@ def _calibration_text(cat: Any) -> str:
     from ..search.hardware import efficiency_rows
     from ..validation import calibrate
 
-    rows = []
+    rows: list[tuple[str, str, str, str]] = []
     current = efficiency_rows(cat)
     for family, fit in calibrate(cat).items():
         now = current.get(family, {})

@@ -167,7 +167,7 @@ def elementwise_bytes_per_token_layer(model: ModelSpec, act_bytes: Any) -> Any:
     ffn = model.expert_ffn * (model.experts_per_token + model.shared_experts) \
         if model.is_moe else model.ffn
     act_in = 2 if model.mlp == "swiglu" else 1
-    fwd_elems = 2 * 2 * h + 2 * 3 * h + (act_in + 1) * ffn
+    fwd_elems: float = 2 * 2 * h + 2 * 3 * h + (act_in + 1) * ffn
     if model.is_moe:  # token permutation before and after the experts: read + write k copies
         fwd_elems += 2 * 2 * model.experts_per_token * h * model.moe_layers / model.layers
     return FWD_BWD * fwd_elems * np.asarray(act_bytes, dtype=float)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..catalog import Catalog
-from ..errors import ConfigError
+from ..errors import CatalogError, ConfigError
 from ..estimate.compute import Efficiency
 from ..spec import PRECISIONS, Accelerator, Hardware, Offer, System
 
@@ -185,7 +185,7 @@ def efficiency_rows(cat: Catalog) -> dict[str, dict[str, Any]]:
     """The [efficiency.FAMILY] tables of the catalog (must include 'default')."""
     try:
         table = cat.table("efficiency")
-    except Exception:  # noqa: BLE001 - a catalog without the table is a packaging error
+    except CatalogError:  # a catalog without the table is a packaging error
         raise ConfigError("the catalog has no [efficiency.*] tables (data/efficiency.toml); "
                           "reinstall gpuplan or add them in an overlay") from None
     if "default" not in table:
