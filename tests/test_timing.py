@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 from gpuplan.catalog import load_catalog
 from gpuplan.errors import ConfigError
 from gpuplan.estimate.compute import Efficiency
-from gpuplan.estimate.timing import BOTTLENECKS, gpu_hours, step_time, training_days
+from gpuplan.estimate.timing import (
+    BOTTLENECKS,
+    TIMING_PARTS,
+    TimingBreakdown,
+    gpu_hours,
+    step_time,
+    training_days,
+)
 from gpuplan.search.hardware import (
     Platform,
     efficiency_for,
@@ -35,8 +42,6 @@ HW = Hardware(memory_bytes=80e9, memory_bandwidth_bytes_per_s=3.35e12, peak_flop
               scale_up_bytes_per_s=450e9, scale_up_latency_s=2e-6, scale_up_domain=8,
               scale_out_bytes_per_s=50e9, scale_out_latency_s=4e-6, gpus_per_node=8,
               tdp_watts=700)
-PARTS = ("compute_s", "memory_s", "overhead_s", "optimizer_s", "tp_comm_s", "pp_comm_s",
-         "dp_comm_s", "cp_comm_s", "ep_comm_s", "bubble_s")
 
 layouts = st.builds(
     lambda tp, pp, dp, cp, zero, rc, mb, m, vpp, seq: Layout(
@@ -51,7 +56,7 @@ layouts = st.builds(
 @given(layouts)
 def test_parts_sum_to_step_and_outputs_are_consistent(lay):
     t = step_time(GPT7B, lay, HW, EFF)
-    total = sum(float(getattr(t, p)) for p in PARTS)
+    total = sum(float(getattr(t, p)) for p in TIMING_PARTS)
     assert float(t.step_s) == pytest.approx(total, rel=1e-12)
     assert float(t.tokens_per_s) == pytest.approx(lay.global_batch * lay.seq_len / total)
     assert 0 < float(t.mfu) <= float(t.hfu) < 1
@@ -75,6 +80,11 @@ def test_more_micro_batches_never_lower_throughput(lay, k):
     bigger = replace(lay, global_batch=lay.global_batch * k)
     assert float(step_time(GPT7B, bigger, HW, EFF).tokens_per_s) >= \
         float(step_time(GPT7B, lay, HW, EFF).tokens_per_s) * (1 - 1e-12)
+
+
+def test_timing_parts_are_every_seconds_field_but_the_total():
+    fields = {f for f in TimingBreakdown.__dataclass_fields__ if f.endswith("_s")}
+    assert set(TIMING_PARTS) == fields - {"step_s"}
 
 
 def test_vectorized_grid_equals_scalar_evaluations():

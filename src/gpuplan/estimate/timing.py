@@ -34,6 +34,9 @@ from .compute import (
     memory_bound_time,
 )
 
+# The TimingBreakdown fields that sum to step_s, in display order.
+TIMING_PARTS = ("compute_s", "memory_s", "overhead_s", "optimizer_s", "tp_comm_s", "pp_comm_s",
+                "dp_comm_s", "cp_comm_s", "ep_comm_s", "bubble_s")
 BOTTLENECKS = ("compute", "memory bandwidth", "TP comm", "DP comm", "PP bubble", "PP comm",
                "CP comm", "EP comm")
 
