@@ -193,11 +193,30 @@ def summary(results: list[RunResult], status: str = "known",
 # --- calibration ----------------------------------------------------------------------------
 
 
+FIT_START = {"matmul_max": 0.6, "half_dim": 0.0, "fp8_ratio": 0.8, "layer_overhead_s": 0.0,
+             "attention_ratio": 1.0}
+
+
+def _fit_loss(cat: Catalog, runs: list[RunSpec], values: dict[str, Any]) -> np.ndarray:
+    """Sum over runs of log(predicted / published)^2, for arrays of candidate constants."""
+    eff = Efficiency(**values)
+    loss: Any = 0.0
+    for rs in runs:
+        pred, _ = predict(cat, rs, eff)
+        _, pub = published_value(rs)
+        loss = loss + np.log(np.asarray(pred, dtype=float) / pub) ** 2
+    return np.atleast_1d(loss)
+
+
 def fit_family(cat: Catalog, family: str, params: tuple[str, ...], grid: dict[str, np.ndarray],
-               rows: list[dict[str, str]] | None = None, fixed: dict[str, float] | None = None
-               ) -> tuple[dict[str, float], float, int]:
-    """Least squares on log(predicted / published) over the family's `fit` rows, by a grid
-    search over `params` (vectorized: one step_time call per run for the whole grid).
+               rows: list[dict[str, str]] | None = None, fixed: dict[str, float] | None = None,
+               sweeps: int = 8) -> tuple[dict[str, float], float, int]:
+    """Least squares on log(predicted / published) over the family's `fit` rows.
+
+    Coordinate descent on grids: the first two parameters are searched jointly on their full
+    grids (they trade off most: peak efficiency and the fixed overhead), then each parameter
+    in turn on its grid with the others held, for `sweeps` rounds or until nothing moves.
+    Vectorized: one step_time call per run evaluates a whole grid.
 
     Returns (best values, RMS log error, number of runs used)."""
     runs = [run_spec(cat, r) for r in (rows if rows is not None else load_runs())
@@ -205,28 +224,36 @@ def fit_family(cat: Catalog, family: str, params: tuple[str, ...], grid: dict[st
     runs = [rs for rs in runs if rs.family == family]
     if not runs:
         raise CatalogError(f"no fit runs for family '{family}' in {RUNS_FILE}")
-    axes = np.meshgrid(*(grid[p] for p in params), indexing="ij")
+    # Start from the same neutral point whatever the catalog holds (reproducible); only the
+    # unfitted memory_fraction comes from the family's catalog row.
     base = efficiency_for(cat, [family])
-    values = {k: np.asarray(getattr(base, k)).ravel()[0] for k in
-              ("matmul_max", "half_dim", "fp8_ratio", "memory_fraction", "layer_overhead_s")}
+    values: dict[str, Any] = {**FIT_START,
+                              "memory_fraction": float(np.asarray(base.memory_fraction)[0])}
     values.update(fixed or {})
-    values.update({p: a.ravel() for p, a in zip(params, axes, strict=True)})
-    eff = Efficiency(**values)
-    loss = np.zeros(axes[0].size)
-    for rs in runs:
-        pred, _ = predict(cat, rs, eff)
-        _, pub = published_value(rs)
-        loss += np.log(np.asarray(pred, dtype=float) / pub) ** 2
+    head = params[:2]
+    axes = np.meshgrid(*(grid[p] for p in head), indexing="ij")
+    loss = _fit_loss(cat, runs, {**values, **{p: a.ravel() for p, a in zip(head, axes,
+                                                                             strict=True)}})
     i = int(np.argmin(loss))
-    best = {p: float(a.ravel()[i]) for p, a in zip(params, axes, strict=True)}
-    return best, float(np.sqrt(loss[i] / len(runs))), len(runs)
+    values.update({p: float(a.ravel()[i]) for p, a in zip(head, axes, strict=True)})
+    for _ in range(sweeps):
+        before = dict(values)
+        for p in params:
+            loss = _fit_loss(cat, runs, {**values, p: grid[p]})
+            values[p] = float(grid[p][int(np.argmin(loss))])
+        if values == before:
+            break
+    best = {p: values[p] for p in params}
+    rms = float(np.sqrt(_fit_loss(cat, runs, values)[0] / len(runs)))
+    return best, rms, len(runs)
 
 
 # Which constants are fitted on which family's `fit` rows (2-4 per family, never per run);
 # families without enough runs inherit from the nearest calibrated one (docs/calibration.md).
 CALIBRATION_PLAN: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
-    ("a100", ("matmul_max", "half_dim", "layer_overhead_s"), None),
-    ("h100", ("matmul_max", "half_dim", "layer_overhead_s", "fp8_ratio"), None),
+    ("a100", ("matmul_max", "layer_overhead_s", "half_dim", "attention_ratio"), None),
+    ("h100", ("matmul_max", "layer_overhead_s", "half_dim", "attention_ratio", "fp8_ratio"),
+     None),
     ("gb200", ("matmul_max",), "h100"),  # 2 fit runs: one constant, the rest from Hopper
 )
 CALIBRATION_GRID: dict[str, np.ndarray] = {
@@ -234,6 +261,7 @@ CALIBRATION_GRID: dict[str, np.ndarray] = {
     "half_dim": np.array([0.0, 50, 100, 200, 300, 400, 600, 800, 1200]),
     "layer_overhead_s": np.arange(0.0, 1.5001e-3, 50e-6),
     "fp8_ratio": np.round(np.arange(0.40, 1.0001, 0.02), 2),
+    "attention_ratio": np.round(np.arange(0.20, 1.2001, 0.02), 2),
 }
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import FP8, R_FULL, R_SELECTIVE, ModelSpec
+from ..spec import FP8, R_FULL, R_NONE, R_SELECTIVE, ModelSpec
 
 # Backward = 2 x forward (Kaplan et al. 2020, section 2.1).
 FWD_BWD = 3.0
@@ -73,6 +73,12 @@ class FlopsBreakdown:
         r = np.asarray(recompute)
         return np.where(r == R_FULL, self.forward_layers,
                         np.where(r == R_SELECTIVE, self.attention_core_fwd, 0.0))
+
+    def attention_executed(self, recompute: Any) -> Any:
+        """Attention-core FLOPs per token the hardware executes (recompute repeats the forward
+        for selective and full alike)."""
+        r = np.asarray(recompute)
+        return self.attention + np.where(r == R_NONE, 0.0, self.attention_core_fwd)
 
     def hardware(self, recompute: Any) -> Any:
         """FLOPs per token the hardware executes (HFU numerator)."""
@@ -127,6 +133,11 @@ class Efficiency:
     memory_fraction: share of HBM bandwidth that memory-bound kernels reach.
     layer_overhead_s: fixed time per transformer layer per micro-batch (forward + backward)
       that does not shrink with the work: kernel launches, tails, synchronization.
+    attention_ratio: efficiency of the attention core (QK^T, softmax, AV; flash attention)
+      relative to the GEMMs, in PaLM-counted FLOPs. FlashAttention-2 reaches 50-73% of A100
+      peak (Dao 2023, arXiv 2307.08691) but about 35% of H100 peak (Shah et al. 2024,
+      FlashAttention-3, arXiv 2407.08608), so the ratio differs by family. Attention runs in
+      16 bits in FP8 recipes (Transformer Engine keeps it in BF16), so it gets no FP8 speed-up.
     guess: True where the family had no calibration data (the default row is a guess).
     """
 
@@ -135,6 +146,7 @@ class Efficiency:
     fp8_ratio: Any
     memory_fraction: Any
     layer_overhead_s: Any = 0.0
+    attention_ratio: Any = 1.0
     guess: Any = False
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import FP32, PRECISIONS, R_FULL, Hardware, Layout, ModelSpec
+from ..spec import BF16, FP8, FP32, PRECISIONS, R_FULL, Hardware, Layout, ModelSpec
 from ..units import DAY, HOUR
 from . import comm
 from .compute import (
@@ -81,6 +81,15 @@ def peak_at(hw: Hardware, precision: Any) -> Any:
     return np.choose(np.asarray(precision), choices)
 
 
+def _peak16(hw: Hardware, precision: Any) -> Any:
+    """BF16 peak; without a per-precision table, half the FP8 peak (dense FP8 = 2 x BF16 on
+    every part in the catalog) or the given peak at 16/32 bits."""
+    if getattr(hw, "peak_flops_by_precision", None) is not None:
+        return peak_at(hw, np.where(np.asarray(precision) == FP8, BF16, precision))
+    peak = np.asarray(hw.peak_flops, dtype=float)
+    return np.where(np.asarray(precision) == FP8, peak / 2.0, peak)
+
+
 def _params_per_gpu(model: ModelSpec, tp: Any, pp: Any, ep: Any) -> Any:
     """Parameters one GPU holds before ZeRO sharding (experts also split over ep)."""
     expert = model.moe_layers * model.experts * model.expert_params() if model.is_moe else 0
@@ -88,13 +97,12 @@ def _params_per_gpu(model: ModelSpec, tp: Any, pp: Any, ep: Any) -> Any:
     return other / (tp * pp) + expert / (tp * pp * ep)
 
 
-def _expert_share(model: ModelSpec, fl: Any, rc: Any) -> Any:
-    """Share of the executed FLOPs spent in routed experts (0 for dense models)."""
+def _expert_flops(model: ModelSpec, rc: Any) -> Any:
+    """Executed FLOPs per token in routed experts, all layers (0 for dense models)."""
     if not model.is_moe:
         return 0.0
     routed = FWD_BWD * 2.0 * model.moe_layers * model.experts_per_token * model.expert_params()
-    extra = np.where(np.asarray(rc) == R_FULL, 4.0 / 3.0, 1.0)
-    return routed * extra / fl.hardware(rc)
+    return routed * np.where(np.asarray(rc) == R_FULL, 4.0 / 3.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -116,6 +124,7 @@ class _Ctx:
     m: Any  # micro-batches per replica
     act_bytes: Any
     peak: Any
+    peak16: Any  # 16-bit peak (attention runs in BF16 under FP8 recipes)
     domain: Any
     up: Any
     a_up: Any
@@ -140,7 +149,7 @@ def _context(layout: Layout, hw: Hardware) -> _Ctx:
                 seq=f(layout.seq_len), zero=np.asarray(layout.zero),
                 rc=np.asarray(layout.recompute), prec=prec, m=gb / (dp * mb),
                 act_bytes=np.where(prec == FP32, 4.0, 2.0),  # FP8 recipes keep 16-bit activations
-                peak=peak_at(hw, prec), domain=f(hw.scale_up_domain),
+                peak=peak_at(hw, prec), peak16=_peak16(hw, prec), domain=f(hw.scale_up_domain),
                 up=f(hw.scale_up_bytes_per_s), a_up=f(hw.scale_up_latency_s),
                 out=f(hw.scale_out_bytes_per_s), a_out=f(hw.scale_out_latency_s))
 
@@ -154,12 +163,17 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
     tokens_gpu = c.gb * c.seq / (c.dp * c.cp)  # tokens each stage's tp group sees per step
     layer_hw = (fl.hardware(c.rc) - fl.lm_head) / L
     stage_flops = tokens_gpu / c.tp * (layer_hw * L / c.pp + fl.lm_head)
-    # Routed experts run narrower GEMMs (width min(hidden, expert ffn), not split by tp).
-    share = _expert_share(model, fl, c.rc)
+    # Routed experts run narrower GEMMs (width min(hidden, expert ffn), not split by tp);
+    # the attention core runs in 16 bits at attention_ratio x the GEMM efficiency.
+    per_layer_tokens = tokens_gpu / c.tp / c.pp  # (tokens x all layers) / pp = this stage's
+    expert = per_layer_tokens * _expert_flops(model, c.rc) / stage_flops
+    attn = per_layer_tokens * fl.attention_executed(c.rc) / stage_flops
     eff_mm = matmul_efficiency(eff, h / c.tp, c.prec)
     eff_ex = matmul_efficiency(eff, min(h, model.expert_ffn) + 0 * c.tp, c.prec)
-    compute_s = (compute_time(stage_flops * (1 - share), c.peak, eff_mm)
-                 + compute_time(stage_flops * share, c.peak, eff_ex))
+    eff_at = matmul_efficiency(eff, h / c.tp, BF16) * np.asarray(eff.attention_ratio)
+    compute_s = (compute_time(stage_flops * (1 - expert - attn), c.peak, eff_mm)
+                 + compute_time(stage_flops * expert, c.peak, eff_ex)
+                 + compute_time(stage_flops * attn, c.peak16, eff_at))
     per_token = (elementwise_bytes_per_token_layer(model, c.act_bytes) * L / c.pp
                  + logits_bytes_per_token(model))
     repeat = np.where(c.full, 4.0 / 3.0, 1.0)  # full recompute repeats the forward

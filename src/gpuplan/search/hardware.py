@@ -178,7 +178,9 @@ def hardware_for(cat: Catalog, accelerator: Accelerator | str, *, precision: str
 
 EFFICIENCY_KEYS = ("matmul_max", "half_dim", "fp8_ratio", "memory_fraction")
 # Optional keys in the file (unit in the name) -> Efficiency field and factor.
-EFFICIENCY_OPTIONAL = {"layer_overhead_us": ("layer_overhead_s", 1e-6)}
+EFFICIENCY_OPTIONAL = {"layer_overhead_us": ("layer_overhead_s", 1e-6),
+                       "attention_ratio": ("attention_ratio", 1.0)}
+_OPTIONAL_DEFAULT = {"layer_overhead_us": 0.0, "attention_ratio": 1.0}
 
 
 def efficiency_rows(cat: Catalog) -> dict[str, dict[str, Any]]:
@@ -206,7 +208,8 @@ def efficiency_for(cat: Catalog, families: Any) -> Efficiency:
         raise ConfigError(f"an [efficiency.*] table lacks {err}; every family needs "
                           f"{', '.join(EFFICIENCY_KEYS)}") from None
     for key, (name, factor) in EFFICIENCY_OPTIONAL.items():
-        out[name] = np.array([float(r.get(key, 0.0)) * factor for r in rows]).reshape(fams.shape)
+        out[name] = np.array([float(r.get(key, _OPTIONAL_DEFAULT[key])) * factor
+                              for r in rows]).reshape(fams.shape)
     guess = np.array([bool(r.get("guess", False)) or str(f) not in table
                       for f, r in zip(fams.ravel(), rows, strict=True)]).reshape(fams.shape)
     return Efficiency(**out, guess=guess)
