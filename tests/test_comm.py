@@ -86,3 +86,23 @@ def test_tp_traffic_per_step_by_hand():
 
 def test_exposed_never_negative():
     assert list(comm.exposed(np.array([1.0, 3.0]), 2.0, 0.5)) == [0.0, 2.0]
+
+
+def test_cp_and_ep_traffic_by_hand():
+    """CP ring: (cp-1) K/V sends forward, twice that backward (3 per step of the ring); MoE:
+    4 all-to-alls (dispatch + combine, forward + backward) per MoE layer and micro-batch."""
+    kv = 64e6
+    t = comm.cp_comm_s(kv, 4, 10, 2, 100 * GB, 1e-6)
+    assert float(t) == pytest.approx(3 * 3 * (kv / (100 * GB) + 1e-6) * 10 * 2)
+    d = 32e6
+    t = comm.ep_comm_s(d, 8, 20, 4, 450 * GB, 2e-6)
+    assert float(t) == pytest.approx(4 * (7 / 8 * d / (450 * GB) + 7 * 2e-6) * 20 * 4)
+    assert float(comm.pp_comm_s(1e6, 1, 1, 8, 1 * GB, 0.0)) == 0.0  # no pipeline, no p2p
+    assert float(comm.pp_comm_s(1e6, 4, 2, 8, 1 * GB, 0.0)) == pytest.approx(2 * 2 * 8 * 1e-3)
+
+
+def test_shared_overlap_never_hides_more_than_the_budget():
+    exp = comm.shared_overlap([2.0, 3.0], [2.0, 3.0], 4.0)
+    assert sum(float(e) for e in exp) == pytest.approx(1.0)  # 5 s of comm, 4 s of compute
+    exp = comm.shared_overlap([2.0, 3.0], [1.0, 0.5], 4.0)
+    assert [float(e) for e in exp] == pytest.approx([1.0, 2.5])  # caps bind, budget does not

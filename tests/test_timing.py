@@ -183,3 +183,23 @@ def test_platforms_offer_and_overrides(cat):
 def test_efficiency_default_row_is_flagged_as_a_guess(cat):
     eff = efficiency_for(cat, ["h100", "mi300x", "no-such-family"])
     assert eff.guess.tolist() == [False, True, True]
+
+
+def test_tp_beyond_the_scale_up_domain_crosses_the_scale_out_link():
+    """tp 16 on 8-GPU NVLink domains puts TP collectives on the 50 GB/s NIC: ~9x the TP time
+    of the same layout inside one 16-GPU domain (450 vs 50 GB/s, latency aside)."""
+    lay = Layout(tp=16, global_batch=8, seq_len=4096)
+    model = replace(GPT7B, heads=32, kv_heads=32)
+    inside = step_time(model, lay, replace(HW, scale_up_domain=16), EFF)
+    across = step_time(model, lay, HW, EFF)
+    ratio = float(across.tp_comm_s) / float(inside.tp_comm_s)
+    assert 7.0 < ratio < 10.0
+
+
+def test_bubble_is_the_interleaved_1f1b_fraction_of_busy_time():
+    """With communication free, bubble = (pp-1)/(m*vpp) x (compute + memory + overhead)."""
+    fast = replace(HW, scale_up_bytes_per_s=1e30, scale_out_bytes_per_s=1e30,
+                   scale_up_latency_s=0.0, scale_out_latency_s=0.0)
+    t = step_time(GPT7B, Layout(pp=4, vpp=2, global_batch=16, micro_batch=1), fast, EFF)
+    busy = float(t.compute_s + t.memory_s + t.overhead_s)
+    assert float(t.bubble_s) == pytest.approx(3 / (16 * 2) * busy, rel=1e-9)
