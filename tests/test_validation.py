@@ -14,6 +14,7 @@ from gpuplan.search.hardware import efficiency_rows
 from gpuplan.validation import (
     CALIBRATION_PLAN,
     calibrate,
+    cross_validate,
     load_runs,
     published_value,
     run_spec,
@@ -157,3 +158,15 @@ def test_cli_validate_text_and_family_filter(run_cli):
     code, out, err = run_cli("validate", "--family", "a10")
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "did you mean 'a100'" in err
+
+
+def test_cross_validation_predicts_each_source_without_its_own_runs(cat, results):
+    """Leave-one-source-out returns every known run once; a source that fed the fit gets a
+    different prediction once it is left out (so the refit really excluded it)."""
+    cv = {r.id: r for r in cross_validate(cat)}
+    known = {r.id: r for r in results if r.status == "known"}
+    assert set(cv) == set(known)
+    assert all(r.fit == "holdout" for r in cv.values())
+    moved = cv["megatron2021-1.7b-32"].predicted != known["megatron2021-1.7b-32"].predicted
+    assert moved
+    assert summary(list(cv.values()))["n"] == len(known)
