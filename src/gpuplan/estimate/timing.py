@@ -4,10 +4,13 @@ Composes `compute` and `comm` (its only estimate imports). Everything broadcasts
 of configurations (the fields of `Layout`, `Hardware` and `Efficiency`); a scalar query is a
 grid of one. Unsupported precisions (nan peak) give an infinite step time and 0 tokens/s.
 
-    step_s = compute_s + memory_s + optimizer_s
+    step_s = compute_s + memory_s + overhead_s + optimizer_s
            + tp_comm_s + pp_comm_s + dp_comm_s + cp_comm_s + ep_comm_s   (exposed parts)
-           + bubble_s
+           + bubble_s                                                    (= TIMING_PARTS)
 
+compute_s covers GEMMs (and routed experts) at the calibrated matmul efficiency and the
+attention core in 16 bits at attention_ratio x that efficiency. Communication hides behind
+compute by named overlap fractions (estimate/comm.py) that share one budget, the GEMM time.
 bubble_s = (pp - 1) / (microbatches * vpp) x the pipeline's busy time, the interleaved 1F1B
 bubble of Narayanan et al. 2021 (arXiv 2104.04473, section 2.2.2).
 """
