@@ -10,7 +10,7 @@ FLOP convention (stated once, used everywhere):
   This is the PaLM convention (Chowdhery et al. 2022, arXiv 2204.02311, appendix B:
   ``6N + 12 L H Q T``) and also what the Megatron-LM 2021 formula counts (Narayanan et al.
   2021, arXiv 2104.04473, eq. 3: the ``s / 6h`` term). Causal kernels skip about half of that
-  work but run well below GEMM efficiency; the calibrated efficiency absorbs the difference.
+  work but run below GEMM efficiency; the calibrated attention_ratio absorbs both.
 * The input embedding is a lookup (0 FLOPs); the LM head is a ``hidden x vocab`` GEMM. So
   ``model`` = ``6 N' + 12 L (H Q) s`` with ``N'`` the matmul parameters touched per token
   (MoE: routed top-k + shared experts + router) including the LM head, excluding the input
