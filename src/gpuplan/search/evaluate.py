@@ -17,7 +17,7 @@ from ..estimate import cost as costm
 from ..estimate import memory, timing
 from ..estimate.compute import Efficiency
 from ..spec import Hardware, Layout, ModelSpec
-from ..units import DAY, GiB, HOUR
+from ..units import DAY, HOUR, GiB
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -159,6 +159,7 @@ def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np
     g["step_s"] = np.asarray(t.step_s, dtype=float)
     g["mfu"] = np.asarray(t.mfu, dtype=float)
     g["bottleneck"] = np.asarray(t.bottleneck)
+    g["guess"] = np.broadcast_to(np.asarray(eff.guess, dtype=bool), g["step_s"].shape).copy()
     ok = np.isfinite(g["step_s"]) & (g["tokens_per_s"] > 0)
     g = _take(g, ok)
     tally["_feasible_physics"] += int(ok.sum())
@@ -306,6 +307,7 @@ def _plan_record(rows: dict[str, np.ndarray], i: int, meta: list, req: Request) 
         "bottleneck": BOTTLENECKS[int(rows["bottleneck"][i])],
         "cash_up_front_usd": float(rows["capex_usd"][i]) if plat.acquisition == "own" else 0.0,
         "export_cn": acc.export_cn, "vendor": acc.vendor,
+        "efficiency_is_guess": bool(rows["guess"][i]),
     }
 
 
@@ -414,6 +416,9 @@ def _why(req: Request, sub: dict[str, np.ndarray], ranked: np.ndarray, meta: lis
         safe = [i for i in ranked if meta[int(sub["meta"][i])][1] != "spot"]
         if safe:
             mention("best option without spot", safe[0])
+    if winner["efficiency_is_guess"]:
+        lines.append(f"caution: no published run calibrates {winner['gpu']}'s efficiency; its "
+                     f"speed rests on a stated guess (docs/calibration.md)")
     if winner["export_cn"] == "licensed" and req.filters.export_region == "cn":
         lines.append(f"{winner['gpu']} needs a US export licence for China; licences have been "
                      f"granted (see `gpuplan catalog show {winner['gpu']}`)")
