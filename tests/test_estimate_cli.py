@@ -155,3 +155,19 @@ def test_pricing_without_a_price_source_is_one_line(run_cli):
     code, _, err = run_cli("estimate", "--model", "llama3-8b", "--gpu", "h100", "--gpus", "8",
                            "--tokens", "1T", "--pricing", "weekly")
     assert code == 2 and "unknown pricing mode 'weekly'" in err
+
+
+def test_time_breakdown_sums_to_the_step(run_json):
+    r = run_json(*DONE)
+    assert sum(r["time_breakdown_s"].values()) == pytest.approx(r["step_time_s"], rel=1e-9)
+
+
+def test_single_node_offer_without_a_network_runs_and_two_nodes_do_not(run_json):
+    """An 8-GPU box with no inter-instance network trains on its own NVLink/Infinity Fabric; a
+    second box would need a network it does not have (infinite step time, not a crash)."""
+    base = ["estimate", "--model", "llama2-7b", "--gpu", "mi300x",
+            "--offer", "do-gpu-mi300x8-1536gb-atl1", "--tokens", "140B"]
+    one = run_json(*base, "--gpus", "8")
+    assert one["tokens_per_s"] > 0 and one["time_to_train_days"] > 0
+    two = run_json(*base, "--gpus", "16")
+    assert two["tokens_per_s"] == 0 and two["time_to_train_days"] is None

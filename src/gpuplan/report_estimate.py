@@ -48,10 +48,13 @@ def render(r: dict[str, Any]) -> str:
     lines.append(
         f"tokens/s {num(r['tokens_per_s'])} (cluster), {num(r['tokens_per_s_per_gpu'])} per GPU;"
         f" MFU {r['mfu'] * 100:.1f}%  HFU {r['hfu'] * 100:.1f}%  bottleneck: {r['bottleneck']}")
+    if not r["tokens_per_s"]:
+        lines.append("cannot run: traffic must cross a link this platform lacks (e.g. more GPUs "
+                     "than one instance that has no network between instances)")
     if r["efficiency_is_guess"]:
         lines.append("note: no published run calibrates this GPU family; its efficiency is a "
                      "stated guess (see docs/calibration.md)")
-    if r["tokens"] is not None:
+    if r["tokens"] is not None and r["tokens_per_s"]:
         lines += ["", f"training on {num(r['tokens'])} tokens"]
         lines.append(f"  {r['time_to_train_days']:,.1f} days wall clock "
                      f"({r['useful_days']:,.1f} days of useful compute, goodput "

@@ -56,16 +56,26 @@ def _steps(n: Any) -> Any:
     return np.maximum(np.asarray(n, dtype=float) - 1.0, 0.0)
 
 
+def _transfer_s(share: Any, nbytes: Any, bw: Any) -> Any:
+    """share x bytes / bw, exactly 0 when nothing moves (share 0), even on a link of bandwidth
+    0 (a single node with no network); infinite when bytes must cross a missing link."""
+    share = np.asarray(share, dtype=float)
+    bw = np.asarray(bw, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = share * np.asarray(nbytes) / bw
+    return np.where(share > 0, t, 0.0)
+
+
 def ring_allreduce_s(nbytes: Any, n: Any, bw: Any, alpha: Any) -> Any:
     """Ring all-reduce: 2(n-1)/n * bytes / bw + 2(n-1) alpha (0 for n = 1)."""
     n = np.asarray(n, dtype=float)
-    return 2.0 * _steps(n) / n * np.asarray(nbytes) / np.asarray(bw) + 2.0 * _steps(n) * alpha
+    return _transfer_s(2.0 * _steps(n) / n, nbytes, bw) + 2.0 * _steps(n) * alpha
 
 
 def reduce_scatter_s(nbytes: Any, n: Any, bw: Any, alpha: Any) -> Any:
     """Ring reduce-scatter (or all-gather): (n-1)/n * bytes / bw + (n-1) alpha."""
     n = np.asarray(n, dtype=float)
-    return _steps(n) / n * np.asarray(nbytes) / np.asarray(bw) + _steps(n) * alpha
+    return _transfer_s(_steps(n) / n, nbytes, bw) + _steps(n) * alpha
 
 
 all_gather_s = reduce_scatter_s
@@ -74,7 +84,7 @@ all_gather_s = reduce_scatter_s
 def all_to_all_s(nbytes: Any, n: Any, bw: Any, alpha: Any) -> Any:
     """Pairwise all-to-all: each rank keeps 1/n of its buffer and sends the rest."""
     n = np.asarray(n, dtype=float)
-    return _steps(n) / n * np.asarray(nbytes) / np.asarray(bw) + _steps(n) * alpha
+    return _transfer_s(_steps(n) / n, nbytes, bw) + _steps(n) * alpha
 
 
 def p2p_s(nbytes: Any, bw: Any, alpha: Any) -> Any:

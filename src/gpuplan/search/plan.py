@@ -42,6 +42,7 @@ R_LAYOUT = "layout does not suit the model or batch (heads, layers, experts, bat
 R_FP8 = "FP8 on hardware without it"
 R_CONSUMER = "consumer GPUs beyond one node (pass --allow-consumer)"
 R_OOM = "out of memory"
+R_NO_LINK = "no finite step time (traffic over a link the platform lacks)"
 R_OFFER_CAP = "more GPUs than the offer provides"
 R_DEADLINE = "misses the deadline"
 R_BUDGET = "over budget"
@@ -161,6 +162,7 @@ def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np
     g["bottleneck"] = np.asarray(t.bottleneck)
     g["guess"] = np.broadcast_to(np.asarray(eff.guess, dtype=bool), g["step_s"].shape).copy()
     ok = np.isfinite(g["step_s"]) & (g["tokens_per_s"] > 0)
+    drop(~ok, R_NO_LINK)
     g = _take(g, ok)
     tally["_feasible_physics"] += int(ok.sum())
     return fastest_per_count(g)

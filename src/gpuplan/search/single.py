@@ -9,7 +9,7 @@ import numpy as np
 from ..catalog import Catalog
 from ..errors import ConfigError
 from ..estimate import cost as costm
-from ..estimate.timing import BOTTLENECKS
+from ..estimate.timing import BOTTLENECKS, TIMING_PARTS
 from ..spec import PRECISIONS, Accelerator, Layout, ModelSpec
 from ..units import GiB
 from .evaluate import Site, outcome, physics, site_from_catalog
@@ -112,9 +112,7 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
         "tokens_per_s_per_gpu": tps / gpus, "mfu": first(t.mfu), "hfu": first(t.hfu),
         "bottleneck": BOTTLENECKS[int(np.asarray(t.bottleneck).reshape(-1)[0])],
         "efficiency_is_guess": bool(np.asarray(t.efficiency_guess).reshape(-1)[0]),
-        "time_breakdown_s": {k: first(getattr(t, k)) for k in (
-            "compute_s", "memory_s", "optimizer_s", "tp_comm_s", "pp_comm_s", "dp_comm_s",
-            "cp_comm_s", "ep_comm_s", "bubble_s")},
+        "time_breakdown_s": {k: first(getattr(t, k)) for k in TIMING_PARTS},
         "tokens": tokens, "time_to_train_days": None, "gpu_hours": None, "cost_usd": None,
         "pricing": None, "usd_per_gpu_hour": None, "goodput": None, "energy_kwh": None,
         "co2e_kg": None,
