@@ -38,7 +38,8 @@ def render(r: dict[str, Any]) -> str:
             lines.append(f"  - {s}")
         if not r["suggestions"]:
             lines.append("  - no single change of recompute, ZeRO, offload, micro-batch, TP, PP "
-                         "or GPU count makes it fit")
+                         "or GPU count makes it fit; `gpuplan plan --model "
+                         f"{r['model']} --gpu {r['gpu']} --tokens N` searches combinations")
     lines += ["", "time per step"]
     tb = r["time_breakdown_s"]
     rows = [(k.removesuffix("_s").replace("_", " "), f"{v * 1e3:,.1f}")
