@@ -176,3 +176,19 @@ def test_budget_counts_the_purchase_of_owned_hardware(run_json):
                  "--acquisition", "own")
     for p in r["plans"]:
         assert max(p["cost_usd"], p["cash_up_front_usd"]) <= 1e6
+
+
+def test_consumer_cards_stay_on_one_node_unless_allowed(run_json, tmp_path):
+    """GeForce cards: multi-node candidates are excluded with a reason by default, and allowed
+    with --allow-consumer (an overlay gives the 8x RTX 4090 server a price to buy it)."""
+    overlay = tmp_path / "price.toml"
+    overlay.write_text('[[system]]\nid = "rtx-4090-8x"\nprice_usd = 40000\n'
+                       'price_source = "test overlay"\nprice_date = "2026-11-30"\n')
+    argv = ["plan", "--model", "llama3-8b", "--tokens", "100B", "--gpu", "rtx-4090",
+            "--acquisition", "own", "--catalog", str(overlay)]
+    default = run_json(*argv)
+    assert default["excluded"].get("consumer GPUs beyond one node (pass --allow-consumer)", 0) > 0
+    assert all(p["gpus"] <= 8 for p in default["plans"] + default["pareto"])
+    allowed = run_json(*argv, "--allow-consumer")
+    assert "consumer GPUs beyond one node (pass --allow-consumer)" not in allowed["excluded"]
+    assert any(p["gpus"] > 8 for p in allowed["pareto"])
