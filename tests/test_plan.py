@@ -192,3 +192,41 @@ def test_consumer_cards_stay_on_one_node_unless_allowed(run_json, tmp_path):
     allowed = run_json(*argv, "--allow-consumer")
     assert "consumer GPUs beyond one node (pass --allow-consumer)" not in allowed["excluded"]
     assert any(p["gpus"] > 8 for p in allowed["pareto"])
+
+
+def test_constraints_hold_for_random_deadlines_and_budgets():
+    """Property: whatever the deadline and budget, every returned plan (and front point)
+    meets them, and when nothing is feasible the answer says what to relax."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from gpuplan.catalog import load_catalog
+    from gpuplan.search.evaluate import site_from_catalog
+    from gpuplan.search.plan import Request, search
+    from gpuplan.search.platforms import Filters
+
+    cat = load_catalog()
+    model = cat.model("llama3-8b")
+    site = site_from_catalog(cat)
+
+    @settings(max_examples=25, deadline=None)
+    @given(st.floats(0.5, 400), st.floats(1e3, 1e7), st.sampled_from(["cost", "time", "energy"]))
+    def check(deadline, budget, objective):
+        req = Request(model=model, tokens=3e11, seq_len=8192, global_batch=512,
+                      deadline_days=deadline, budget_usd=budget, objective=objective,
+                      max_gpus=1024, filters=Filters(gpus=("h100-sxm", "a100-80gb")), site=site,
+                      top=5)
+        r = search(cat, req)
+        for p in r["plans"] + r["pareto"]:
+            assert p["time_to_train_days"] <= deadline
+            assert max(p["cost_usd"], p["cash_up_front_usd"]) <= budget
+            assert p["gpus"] <= 1024 and p["gpu"] in ("h100-sxm", "a100-80gb")
+        if not r["plans"]:
+            assert r["relax"]
+        else:
+            key = {"cost": "cost_usd", "time": "time_to_train_days",
+                   "energy": "energy_kwh"}[objective]
+            values = [p[key] for p in r["plans"]]
+            assert values == sorted(values)
+
+    check()
