@@ -230,3 +230,18 @@ def test_constraints_hold_for_random_deadlines_and_budgets():
             assert values == sorted(values)
 
     check()
+
+
+def test_cloud_and_region_filters(run_json):
+    r = run_json("plan", "--model", "llama3-8b", "--tokens", "300B", "--cloud", "aws",
+                 "--region", "us-east", "--acquisition", "cloud")
+    assert r["plans"]
+    for p in r["plans"] + r["pareto"]:
+        assert p["offer"].startswith("aws-") and "us-east" in p["offer"]
+
+
+def test_pricing_filter(run_json):
+    r = run_json("plan", "--model", "llama3-8b", "--tokens", "300B", "--pricing", "on-demand",
+                 "--pricing", "reserved-3y")
+    assert r["plans"]
+    assert {p["pricing"] for p in r["plans"] + r["pareto"]} <= {"on-demand", "reserved-3y"}
