@@ -106,3 +106,36 @@ def test_shared_overlap_never_hides_more_than_the_budget():
     assert sum(float(e) for e in exp) == pytest.approx(1.0)  # 5 s of comm, 4 s of compute
     exp = comm.shared_overlap([2.0, 3.0], [1.0, 0.5], 4.0)
     assert [float(e) for e in exp] == pytest.approx([1.0, 2.5])  # caps bind, budget does not
+
+
+def test_hierarchical_all_to_all_by_hand():
+    """16 EP ranks, 8 per scale-up domain: 7/16 of the buffer goes over the scale-up link and
+    8/16 over the scale-out fabric at the same time, so the slower link sets the time (exact);
+    with every rank in one domain, or one rank per domain, it is the flat all-to-all."""
+    d = 64e6
+    t = comm.hierarchical_all_to_all_s(d, 16, 8, 450 * GB, 2e-6, 50 * GB, 5e-6)
+    expected = max(7 / 16 * d / (450 * GB), 8 / 16 * d / (50 * GB)) + 7 * 2e-6 + 8 * 5e-6
+    assert float(t) == pytest.approx(expected, rel=1e-12)
+    inside = comm.hierarchical_all_to_all_s(d, 8, 8, 450 * GB, 2e-6, 50 * GB, 5e-6)
+    assert float(inside) == pytest.approx(float(comm.all_to_all_s(d, 8, 450 * GB, 2e-6)))
+    spread = comm.hierarchical_all_to_all_s(d, 16, 1, 450 * GB, 2e-6, 50 * GB, 5e-6)
+    assert float(spread) == pytest.approx(float(comm.all_to_all_s(d, 16, 50 * GB, 5e-6)))
+    # ep_comm_s: 4 of them per MoE layer and micro-batch, through the two-level path
+    per_step = comm.ep_comm_s(d, 16, 10, 3, 450 * GB, 2e-6, n_inner=8, bw_outer=50 * GB,
+                              alpha_outer=5e-6)
+    assert float(per_step) == pytest.approx(4 * expected * 10 * 3, rel=1e-12)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(2, 256), st.integers(1, 72), st.floats(1e3, 1e9),
+       st.floats(1e9, 1e12), st.floats(1e9, 1e12), st.floats(1.0, 4.0))
+def test_two_level_all_to_all_is_bounded_and_monotone_in_bandwidth(n, k, nbytes, up, out, f):
+    """With the scale-up link at least as fast as the fabric, the two-level all-to-all never
+    costs more than sending everything over the fabric (the one-link bound), and a faster link
+    of either kind never makes it slower."""
+    fast, slow = max(up, out), min(up, out)
+    t = float(comm.hierarchical_all_to_all_s(nbytes, n, k, fast, 1e-6, slow, 2e-6))
+    assert t <= float(comm.all_to_all_s(nbytes, n, slow, 2e-6)) * (1 + 1e-12)
+    for faster in (comm.hierarchical_all_to_all_s(nbytes, n, k, fast * f, 1e-6, slow, 2e-6),
+                   comm.hierarchical_all_to_all_s(nbytes, n, k, fast, 1e-6, slow * f, 2e-6)):
+        assert float(faster) <= t * (1 + 1e-12)

@@ -9,11 +9,17 @@ from hypothesis import strategies as st
 
 from gpuplan.catalog import load_catalog
 from gpuplan.estimate.compute import (
+    FWD_BWD,
+    ROUTER_BYTES_PER_EXPERT,
     Efficiency,
     compute_time,
+    elementwise_bytes_per_token_layer,
+    expert_gemm_dim,
+    expert_gemm_rows,
     flops_per_token,
     matmul_efficiency,
     memory_bound_time,
+    moe_routing_elems_per_token,
 )
 from gpuplan.spec import BF16, FP8, R_FULL, R_NONE, R_SELECTIVE, ModelSpec
 
@@ -107,3 +113,45 @@ def test_fp8_efficiency_and_compute_time():
     # 1e15 FLOP at 1e15 FLOP/s x 0.5 = 2 s; 1e12 bytes at 2e12 B/s x 0.5 = 1 s
     assert float(compute_time(1e15, 1e15, 0.5)) == pytest.approx(2.0)
     assert float(memory_bound_time(1e12, 2e12, 0.5)) == pytest.approx(1.0)
+
+
+# Qwen3-30B-A3B's MoE shape (config.json: 48 layers, all MoE; 128 experts, top-8, hidden 2048,
+# expert ffn 768).
+QWEN3_MOE = ModelSpec(id="q", name="q", layers=48, hidden=2048, heads=32, kv_heads=4, ffn=6144,
+                      vocab=151936, mlp="swiglu", head_dim=128, experts=128,
+                      experts_per_token=8, moe_ffn=768)
+
+
+def test_expert_gemm_rows_and_smallest_dimension_by_hand():
+    """Balanced routing: T tokens per rank x top-k x ep ranks over E experts rows per expert.
+    2 x 4096 tokens on each of 8 EP ranks: 8192 * 8 * 8 / 128 = 4096 rows, so the smallest
+    GEMM dimension is the expert ffn (768); at 64 tokens per rank it is the 32 rows."""
+    t = np.array([8192.0, 64.0])
+    assert list(expert_gemm_rows(QWEN3_MOE, t, 8)) == [4096.0, 32.0]
+    assert list(expert_gemm_dim(QWEN3_MOE, t, 8)) == [768.0, 32.0]
+    # one EP rank holds all 128 experts: each gets T k / E rows
+    assert float(expert_gemm_rows(QWEN3_MOE, 8192.0, 1)) == 512.0
+
+
+def test_moe_routing_traffic_by_hand():
+    """Per token, forward: permute (read + write k h), unpermute (read k h, write h), and the
+    chunk sort before and after the experts (2 x read + write k h) only when ep > 1 and a rank
+    holds several experts."""
+    k, h = 8, 2048
+    assert float(moe_routing_elems_per_token(QWEN3_MOE, 1)) == 3 * k * h + h
+    assert float(moe_routing_elems_per_token(QWEN3_MOE, 8)) == 7 * k * h + h
+    assert float(moe_routing_elems_per_token(QWEN3_MOE, 128)) == 3 * k * h + h  # 1 per rank
+    dense = ModelSpec(id="d", name="d", layers=48, hidden=2048, heads=32, kv_heads=4,
+                      ffn=6144, vocab=151936, mlp="swiglu", head_dim=128)
+    extra = (elementwise_bytes_per_token_layer(QWEN3_MOE, 2.0, 8)
+             - elementwise_bytes_per_token_layer(dense, 2.0))
+    # the MoE activation runs on k x 768 = 6144 = the dense ffn, so only routing differs
+    assert float(extra) == pytest.approx(
+        FWD_BWD * ((7 * k * h + h) * 2.0 + ROUTER_BYTES_PER_EXPERT * 128), rel=1e-12)
+
+
+def test_narrow_expert_gemms_are_less_efficient_with_a_positive_half_dim():
+    """Through the shared saturating curve, fewer rows per expert never raise the efficiency."""
+    dims = expert_gemm_dim(QWEN3_MOE, np.array([256.0, 2048.0, 8192.0]), 8)
+    eff = matmul_efficiency(EFF, dims, BF16)
+    assert np.all(np.diff(eff) >= 0) and float(eff[0]) < float(eff[-1])

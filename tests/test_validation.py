@@ -123,8 +123,10 @@ def test_median_error_on_the_hold_out_runs_alone_meets_the_target(results):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "not met: Qwen3-30B-A3B fine-grained MoE on 16 H100 (Megatron-Bridge) runs 2.4x slower "
-    "than predicted; next worst is the MPT-3B FP8 FSDP run (+26%). See docs/calibration.md."))
+    "not met: Qwen3-30B-A3B on 16 H100 (Megatron-Bridge 25.11) is predicted +123% even with "
+    "the per-expert GEMM shape, routing traffic and two-level all-to-all modeled; the same "
+    "layout ran at 10,494 tokens/s/GPU in the 25.09 release (we predict 11,780), so the miss "
+    "is a software-release gap. Next worst: MPT-3B FP8 FSDP (+26%). See docs/calibration.md."))
 def test_worst_error_meets_the_issue_target(results):
     """Done-when: worst |error| <= 25% over runs with a known configuration."""
     assert summary(results)["worst_abs_error_pct"] <= WORST_TARGET_PCT
@@ -135,6 +137,15 @@ def test_dense_runs_worst_error_is_bounded(results):
     guard a little above what the dense model reaches today, 26%)."""
     dense = [r for r in results if "qwen3" not in r.id]
     assert summary(dense)["worst_abs_error_pct"] < 30.0
+
+
+def test_coarse_moe_runs_stay_within_ten_percent(results):
+    """The DeepSeek-V3 runs on GB200 (256 experts of width 2048, one fit, one hold-out) are
+    predicted within 10% (a regression guard above today's 4%): modeling the per-expert GEMM
+    shape and routing traffic must not break the MoE runs the model already explained."""
+    moe = [r for r in results if "deepseekv3" in r.id]
+    assert len(moe) == 2
+    assert summary(moe)["worst_abs_error_pct"] < 10.0
 
 
 def test_cli_validate_json(run_cli):

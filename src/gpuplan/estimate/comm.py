@@ -87,6 +87,20 @@ def all_to_all_s(nbytes: Any, n: Any, bw: Any, alpha: Any) -> Any:
     return _transfer_s(_steps(n) / n, nbytes, bw) + _steps(n) * alpha
 
 
+def hierarchical_all_to_all_s(nbytes: Any, n: Any, n_inner: Any, bw_inner: Any,
+                              alpha_inner: Any, bw_outer: Any, alpha_outer: Any) -> Any:
+    """Pairwise all-to-all over n ranks of which n_inner share one scale-up domain: each rank
+    sends bytes/n to each peer, (n_inner - 1) of them over the scale-up link and n - n_inner
+    over the scale-out fabric, both at once (NCCL issues the sends of an all-to-all as one
+    group of concurrent point-to-point transfers), so the slower of the two sets the time.
+    Reduces to `all_to_all_s` on one link when n_inner = n or n_inner = 1."""
+    n = np.asarray(n, dtype=float)
+    k = np.clip(np.asarray(n_inner, dtype=float), 1.0, n)
+    inner = _transfer_s((k - 1.0) / n, nbytes, bw_inner)
+    outer = _transfer_s((n - k) / n, nbytes, bw_outer)
+    return np.maximum(inner, outer) + (k - 1.0) * alpha_inner + (n - k) * alpha_outer
+
+
 def p2p_s(nbytes: Any, bw: Any, alpha: Any) -> Any:
     """One point-to-point send."""
     return np.asarray(nbytes) / np.asarray(bw) + alpha
@@ -166,10 +180,18 @@ def cp_comm_s(kv_bytes_per_layer: Any, cp: Any, layers: Any, microbatches: Any, 
 
 
 def ep_comm_s(dispatch_bytes: Any, ep: Any, moe_layers: Any, microbatches: Any, bw: Any,
-              alpha: Any) -> Any:
+              alpha: Any, n_inner: Any = None, bw_outer: Any = None,
+              alpha_outer: Any = None) -> Any:
     """MoE all-to-all: dispatch and combine, forward and backward (4 per MoE layer per
-    micro-batch; Lepikhin et al. 2020, GShard, arXiv 2006.16668)."""
-    return 4.0 * all_to_all_s(dispatch_bytes, ep, bw, alpha) * moe_layers * microbatches
+    micro-batch; Lepikhin et al. 2020, GShard, arXiv 2006.16668). With `n_inner` (EP ranks per
+    scale-up domain) the traffic to peers in the same domain takes the scale-up link (bw,
+    alpha) and the rest the scale-out fabric (`hierarchical_all_to_all_s`)."""
+    if n_inner is None:
+        one = all_to_all_s(dispatch_bytes, ep, bw, alpha)
+    else:
+        one = hierarchical_all_to_all_s(dispatch_bytes, ep, n_inner, bw, alpha, bw_outer,
+                                        alpha_outer)
+    return 4.0 * one * moe_layers * microbatches
 
 
 def shared_overlap(totals: list[Any], caps: list[Any], budget_s: Any) -> list[Any]:

@@ -172,17 +172,89 @@ def compute_time(flops: Any, peak_flops: Any, efficiency: Any) -> Any:
 # Bytes of HBM traffic per token per layer of the elementwise kernels, in units of
 # (activation bytes per element). Forward, with fused kernels: two norms (read + write h each),
 # two residual adds (read 2h, write h), the activation (read 1 or 2 x ffn, write ffn), dropout
-# off; MoE layers add the token permutation (read + write k copies of h, there and back).
+# off; MoE layers add the token routing traffic of `moe_routing_elems_per_token`.
 # Backward moves about twice the forward. Our count (memory_fraction is an assumption).
-def elementwise_bytes_per_token_layer(model: ModelSpec, act_bytes: Any) -> Any:
+def elementwise_bytes_per_token_layer(model: ModelSpec, act_bytes: Any, ep: Any = 1) -> Any:
     h = model.hidden
     ffn = model.expert_ffn * (model.experts_per_token + model.shared_experts) \
         if model.is_moe else model.ffn
     act_in = 2 if model.mlp == "swiglu" else 1
-    fwd_elems: float = 2 * 2 * h + 2 * 3 * h + (act_in + 1) * ffn
-    if model.is_moe:  # token permutation before and after the experts: read + write k copies
-        fwd_elems += 2 * 2 * model.experts_per_token * h * model.moe_layers / model.layers
-    return FWD_BWD * fwd_elems * np.asarray(act_bytes, dtype=float)
+    fwd_elems: Any = 2 * 2 * h + 2 * 3 * h + (act_in + 1) * ffn
+    a = np.asarray(act_bytes, dtype=float)
+    fwd_bytes = fwd_elems * a
+    if model.is_moe:  # averaged over all layers: only moe_layers of them route tokens
+        share = model.moe_layers / model.layers
+        fwd_bytes = fwd_bytes + share * (moe_routing_elems_per_token(model, ep) * a
+                                         + ROUTER_BYTES_PER_EXPERT * model.experts)
+    return FWD_BWD * fwd_bytes
+
+
+# --- MoE layer: token routing and the grouped expert GEMMs ------------------------------------
+#
+# Megatron-Core's all-to-all token dispatcher (megatron/core/transformer/moe/token_dispatcher.py,
+# MoEAlltoAllTokenDispatcher, with moe_utils.permute / sort_chunks_by_idxs / unpermute), per
+# token of one MoE layer, forward:
+#   router      logits (fp32) for all E experts, softmax, top-k: write 4E bytes, read + write
+#               8E, read 4E = 16 E bytes (our count; ROUTER_BYTES_PER_EXPERT);
+#   permute     gather the token into k expert-ordered copies: read k h, write k h;
+#   all-to-all  dispatch (communication, estimate/comm.py);
+#   sort        with several local experts on an EP rank, the chunks received from each rank
+#               are re-ordered expert-major (sort_chunks_by_idxs): read + write k h, and the
+#               inverse before the combine all-to-all: read + write k h again;
+#   unpermute   weight the k expert outputs by their probabilities and sum them back into the
+#               token's slot: read k h, write h.
+# So 3 k h + h elements, plus 4 k h when the rank holds several experts and ep > 1. Backward
+# moves about twice that (FWD_BWD). MegaBlocks (Gale et al. 2022, arXiv 2211.15841, section 5)
+# counts the same gather/scatter pair around its block-sparse expert GEMMs.
+ROUTER_BYTES_PER_EXPERT = 16.0
+
+
+def moe_routing_elems_per_token(model: ModelSpec, ep: Any = 1) -> Any:
+    """Forward elements moved per token by permute, chunk sort and unpermute in one MoE layer."""
+    if not model.is_moe:
+        return 0.0
+    k, h = model.experts_per_token, model.hidden
+    ep = np.asarray(ep, dtype=float)
+    sorts = np.where((ep > 1) & (model.experts / ep > 1), 4.0, 0.0)
+    return (3.0 + sorts) * k * h + h
+
+
+def expert_gemm_rows(model: ModelSpec, tokens_per_microbatch: Any, ep: Any) -> Any:
+    """Rows M of each local expert's GEMM per micro-batch under balanced routing.
+
+    Each of the ep ranks of an expert-parallel group routes its T tokens (per micro-batch) to
+    k experts; the E experts are spread E/ep per rank, so each expert receives
+    M = T k ep / E token copies: the grouped GEMM of MegaBlocks (Gale et al. 2022,
+    arXiv 2211.15841, section 3) and Megatron-Core's GroupedMLP with one M per expert.
+    Balanced is what the validation runs measure (Megatron-Bridge force-balances routing in its
+    MoE benchmarks, docs/performance-summary.md); real routing makes the busiest expert's M
+    larger (MOE_LOAD_IMBALANCE).
+    """
+    if not model.is_moe:
+        return np.asarray(tokens_per_microbatch, dtype=float)
+    t = np.asarray(tokens_per_microbatch, dtype=float)
+    return t * model.experts_per_token * np.asarray(ep, dtype=float) / model.experts
+
+
+def expert_gemm_dim(model: ModelSpec, tokens_per_microbatch: Any, ep: Any) -> Any:
+    """Smallest dimension of the expert GEMMs (M x hidden x expert ffn and back).
+
+    A GEMM keeps the tensor cores busy only when all three dimensions fill whole tiles and
+    enough tiles run per SM; the smallest dimension is what runs short first (CUTLASS tiles are
+    64-256 wide per dimension; NVIDIA "Matrix Multiplication Background" user guide, sections
+    on tile and wave quantization). The same saturating `matmul_efficiency` as dense GEMMs is
+    applied to it, with the family's calibrated constants.
+    """
+    m = expert_gemm_rows(model, tokens_per_microbatch, ep)
+    return np.minimum(m, min(model.hidden, model.expert_ffn))
+
+
+# Expert load imbalance: the busiest expert's tokens over the mean. 1.0 = balanced routing,
+# which is what every MoE run in data/published_runs.csv measured (Megatron-Bridge: "In MoE
+# training benchmarks, we force-balance the token distribution among experts and all
+# benchmarks are token-dropless", docs/performance-summary.md). No source we have quantifies
+# the imbalance of aux-loss-balanced routing for a planning default, so none is assumed.
+MOE_LOAD_IMBALANCE = 1.0
 
 
 # Logits and cross-entropy per token, per vocabulary entry: write the 16-bit logits (2), read

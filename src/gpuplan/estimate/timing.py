@@ -27,10 +27,12 @@ from ..units import DAY, HOUR
 from . import comm
 from .compute import (
     FWD_BWD,
+    MOE_LOAD_IMBALANCE,
     OPTIMIZER_STEP_BYTES,
     Efficiency,
     compute_time,
     elementwise_bytes_per_token_layer,
+    expert_gemm_dim,
     flops_per_token,
     logits_bytes_per_token,
     matmul_efficiency,
@@ -166,18 +168,21 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
     tokens_gpu = c.gb * c.seq / (c.dp * c.cp)  # tokens each stage's tp group sees per step
     layer_hw = (fl.hardware(c.rc) - fl.lm_head) / L
     stage_flops = tokens_gpu / c.tp * (layer_hw * L / c.pp + fl.lm_head)
-    # Routed experts run narrower GEMMs (width min(hidden, expert ffn), not split by tp);
-    # the attention core runs in 16 bits at attention_ratio x the GEMM efficiency.
+    # Routed experts run grouped GEMMs whose smallest dimension is min(rows per expert,
+    # hidden, expert ffn) (compute.expert_gemm_dim; the busiest expert sets the pace, x the
+    # load imbalance); the attention core runs in 16 bits at attention_ratio x the GEMM
+    # efficiency.
     per_layer_tokens = tokens_gpu / c.tp / c.pp  # (tokens x all layers) / pp = this stage's
     expert = per_layer_tokens * _expert_flops(model, c.rc) / stage_flops
     attn = per_layer_tokens * fl.attention_executed(c.rc) / stage_flops
     eff_mm = matmul_efficiency(eff, h / c.tp, c.prec)
-    eff_ex = matmul_efficiency(eff, min(h, model.expert_ffn) + 0 * c.tp, c.prec)
+    eff_ex = matmul_efficiency(eff, expert_gemm_dim(model, c.mb * c.seq / (c.cp * c.tp), c.ep),
+                               c.prec)
     eff_at = matmul_efficiency(eff, h / c.tp, BF16) * np.asarray(eff.attention_ratio)
     compute_s = (compute_time(stage_flops * (1 - expert - attn), c.peak, eff_mm)
-                 + compute_time(stage_flops * expert, c.peak, eff_ex)
+                 + compute_time(stage_flops * expert * MOE_LOAD_IMBALANCE, c.peak, eff_ex)
                  + compute_time(stage_flops * attn, c.peak16, eff_at))
-    per_token = (elementwise_bytes_per_token_layer(model, c.act_bytes) * L / c.pp
+    per_token = (elementwise_bytes_per_token_layer(model, c.act_bytes, c.ep) * L / c.pp
                  + logits_bytes_per_token(model))
     repeat = np.where(c.full, 4.0 / 3.0, 1.0)  # full recompute repeats the forward
     memory_s = memory_bound_time(tokens_gpu / c.tp * per_token * repeat,
@@ -205,9 +210,14 @@ def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any
     cp = comm.cp_comm_s(c.mb * c.seq / c.cp * kv_width * c.act_bytes, c.cp, L / c.pp, c.m, bw, a)
     fl = flops_per_token(model, c.seq)
 
-    bw, a = c.link(c.tp * c.cp * c.ep)
+    # EP ranks sit at stride tp*cp inside the data-parallel dimension; the all-to-all sends to
+    # peers in the same scale-up domain over it and to the rest over the scale-out fabric.
+    # The busiest rank receives MOE_LOAD_IMBALANCE x the mean.
     k = model.experts_per_token if model.is_moe else 0
-    ep = comm.ep_comm_s(act_layer / c.tp * k, c.ep, model.moe_layers / c.pp, c.m, bw, a)
+    ep_in = comm.ranks_inside(c.tp * c.cp, c.ep, c.domain)
+    ep = comm.ep_comm_s(act_layer / c.tp * k * MOE_LOAD_IMBALANCE, c.ep,
+                        model.moe_layers / c.pp, c.m, c.up, c.a_up, n_inner=ep_in,
+                        bw_outer=c.out, alpha_outer=c.a_out)
 
     bw, a = c.link(c.tp * c.cp * c.dp * c.pp)  # scale-out once the job leaves one domain
     pp = comm.pp_comm_s(act_layer / c.tp, c.pp, c.vpp, c.m, bw, a)  # scatter-gather (Megatron)
