@@ -226,6 +226,8 @@ def expert_gemm_rows(model: ModelSpec, tokens_per_microbatch: Any, ep: Any) -> A
     k experts; the E experts are spread E/ep per rank, so each expert receives
     M = T k ep / E token copies: the grouped GEMM of MegaBlocks (Gale et al. 2022,
     arXiv 2211.15841, section 3) and Megatron-Core's GroupedMLP with one M per expert.
+    Expert tensor parallelism is taken as 1 (what the Megatron-Bridge MoE recipes set), so
+    with tp > 1 each rank routes its sequence-parallel shard, T = mb * s / (cp * tp).
     Balanced is what the validation runs measure (Megatron-Bridge force-balances routing in its
     MoE benchmarks, docs/performance-summary.md); real routing makes the busiest expert's M
     larger (MOE_LOAD_IMBALANCE).
