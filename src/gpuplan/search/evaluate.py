@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -144,7 +144,3 @@ def outcome(*, tokens: Any, tokens_per_s: Any, gpus: Any, gpus_per_node: Any, pa
                    energy_kwh=np.where(finite, kwh, np.inf),
                    co2e_kg=np.where(finite, costm.co2e_kg(kwh, site.grid_kg_co2e_per_kwh), np.inf),
                    checkpoint_s=ckpt_s, interruptions_per_hour=rate)
-
-
-def with_layout(layout: Layout, **changes: Any) -> Layout:
-    return replace(layout, **changes)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..spec import FP8, PRECISIONS, ModelSpec
+from ..spec import PRECISIONS, ModelSpec
 
 TP_CHOICES = (1, 2, 4, 8)
 ZERO_CHOICES = (0, 1, 2, 3)
@@ -66,7 +66,3 @@ def product(counts: np.ndarray, axes: Axes) -> dict[str, np.ndarray]:
     out = {k: m.reshape(-1) for k, m in zip(names, mesh, strict=True)}
     out["dp"] = out["gpus"] // (out["tp"] * out["pp"] * out["cp"])
     return out
-
-
-def is_fp8(precision: np.ndarray) -> np.ndarray:
-    return precision == FP8
