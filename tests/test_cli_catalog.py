@@ -84,3 +84,17 @@ def test_console_script_help_and_json_pipe():
     helptext = subprocess.run([sys.executable, "-m", "gpuplan", "--help"], capture_output=True,
                               text=True, check=True).stdout
     assert "catalog" in helptext and "examples" in helptext
+
+
+def test_usage_errors_are_one_line(run_cli):
+    for argv in (["frob"], ["catalog", "gpuz"], ["estimate", "--gpu"],
+                 ["estimate", "--model", "llama3-8b", "--gpu", "h100", "--zero", "5"],
+                 ["plan", "--top", "0"]):
+        code, out, err = run_cli(*argv)
+        assert code == 2 and out == "", argv
+        assert err.count("\n") == 1 and "error:" in err and "--help" in err, (argv, err)
+
+
+def test_bare_command_shows_help(run_cli):
+    code, out, _ = run_cli()
+    assert code == 0 and "plan" in out and "estimate" in out

@@ -10,6 +10,7 @@ import argparse
 import importlib
 import importlib.util
 import sys
+from typing import NoReturn
 
 from ..errors import GpuplanError
 
@@ -25,8 +26,15 @@ EPILOG = """examples:
 """
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (what is wrong, where to look), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="gpuplan",
         description="Which GPUs to train a large model on, how to parallelize it, how long it "
         "takes and what it costs. Every figure is sourced (`gpuplan catalog show ID`).",
@@ -52,9 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed one usage line
         return int(exc.code or 0)
-    if not getattr(args, "func", None):
+    if not getattr(args, "func", None):  # plain `gpuplan`: show what it can do
         parser.print_help()
-        return 2
+        return 0
     try:
         return int(args.func(args) or 0)
     except GpuplanError as err:
