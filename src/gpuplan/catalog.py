@@ -353,8 +353,9 @@ class Catalog:
         alias = self.aliases.get(kind, {}).get(key)
         if alias:
             return alias
-        raise UnknownIdError(KIND_WORD[kind], name, list(table) + list(self.aliases.get(kind, {})),
-                             LIST_CMD[kind])
+        aliases = self.aliases.get(kind, {})
+        raise UnknownIdError(KIND_WORD[kind], name, list(table) + list(aliases), LIST_CMD[kind],
+                             canonical=aliases)
 
     def accelerator(self, name: str) -> spec.Accelerator:
         return self.accelerators[self.resolve("accelerator", name)]
@@ -386,9 +387,12 @@ class Catalog:
             if ident:
                 return kind, table[ident]
         known: list[str] = []
+        canonical: dict[str, str] = {}
         for kind in ("accelerator", "system", "pod", "fabric", "offer", "model"):
             known += list(self._table(kind)) + list(self.aliases.get(kind, {}))
-        raise UnknownIdError("catalog id", name, known, "gpuplan catalog gpus")
+            canonical.update(self.aliases.get(kind, {}))
+        raise UnknownIdError("catalog id", name, known, "gpuplan catalog gpus",
+                             canonical=canonical)
 
     def offers_for(self, accelerator_id: str) -> list[spec.Offer]:
         return [o for o in self.offers.values() if o.accelerator == accelerator_id]

@@ -21,9 +21,15 @@ class ConfigError(GpuplanError):
 class UnknownIdError(GpuplanError):
     """An id that is in no table; the message suggests the closest known ids."""
 
-    def __init__(self, kind: str, name: str, known: Iterable[str], list_cmd: str = "") -> None:
+    def __init__(self, kind: str, name: str, known: Iterable[str], list_cmd: str = "",
+                 canonical: dict[str, str] | None = None) -> None:
+        """`known` are the names to match against; `canonical` maps an alias to its id, so
+        a suggestion names each entity once, by its id."""
         self.kind, self.name = kind, name
-        self.suggestions = suggest(name, known)
+        hits = suggest(name, known, n=8)
+        if canonical:
+            hits = [canonical.get(h, h) for h in hits]
+        self.suggestions = list(dict.fromkeys(hits))[:3]
         msg = f"unknown {kind} '{name}'"
         if self.suggestions:
             msg += "; did you mean " + " or ".join(f"'{s}'" for s in self.suggestions) + "?"

@@ -348,10 +348,13 @@ class Layout:
                 f"use a divisor such as {largest_divisor(model.heads, tp)}"
             )
         if model.layers % (pp * int(self.vpp)):
+            d = largest_divisor(model.layers, pp)
+            hint = (f"use a divisor such as {d}" if d > 1 else
+                    "its layer count has no divisor other than 1 and itself, and uneven "
+                    "pipeline stages are not modelled; use --pp 1")
             raise ConfigError(
                 f"--pp {pp} (x {int(self.vpp)} interleaved stages) does not divide the model's "
-                f"{model.layers} layers; use a divisor such as {largest_divisor(model.layers, pp)}"
-            )
+                f"{model.layers} layers; {hint}")
         if ep > 1 and not model.is_moe:
             raise ConfigError(f"--ep {ep} needs a mixture-of-experts model; {model.id} is dense")
         if model.is_moe and model.experts % ep:

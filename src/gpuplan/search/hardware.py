@@ -72,8 +72,9 @@ def check_precision(acc: Accelerator, precision: str) -> int:
         if precision == "fp8":
             raise ConfigError(f"{acc.id} has no FP8 tensor cores; use --precision bf16")
         usable = [p for p, v in zip(PRECISIONS, peak_row(acc), strict=True) if np.isfinite(v)]
+        best = "bf16" if "bf16" in usable else (usable[-1] if usable else "fp32")
         raise ConfigError(f"{acc.id} has no {precision} tensor-core rate in the catalog; "
-                          f"use --precision {usable[-1] if usable else 'fp32'}")
+                          f"use --precision {best}")
     return code
 
 
