@@ -65,3 +65,12 @@ def usd(x: float | None) -> str:
     if abs(x) >= 1e4:
         return f"${x / 1e3:,.1f}k"
     return f"${x:,.2f}"
+
+
+def duration(days: float | None) -> str:
+    """Days for runs of a day or more, hours below (a BERT run is not '0.0 days')."""
+    if days is None or not math.isfinite(days):
+        return "-"
+    if days >= 1:
+        return f"{days:,.1f} d"
+    return f"{days * 24:,.1f} h"

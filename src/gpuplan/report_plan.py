@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .report import num, table, usd
+from .report import duration, num, table, usd
 
 
 def _layout(p: dict[str, Any]) -> str:
@@ -22,12 +22,12 @@ def plans_table(plans: list[dict[str, Any]]) -> str:
     rows = []
     for i, p in enumerate(plans, 1):
         rows.append((i, p["gpu"], p["gpus"], _layout(p), p["precision"], p["recompute"],
-                     p["platform"], p["pricing"], f"{p['time_to_train_days']:,.1f}",
+                     p["platform"], p["pricing"], duration(p["time_to_train_days"]),
                      usd(p["cost_usd"]), f"{p['mfu'] * 100:.0f}%",
                      f"{p['memory_gib_per_gpu']:.0f}/{p['gpu_memory_gib']:.0f}",
                      p["bottleneck"]))
     return table(rows, ["#", "gpu", "n", "layout", "prec", "recompute", "where", "pricing",
-                        "days", "cost", "MFU", "GiB/GPU", "bottleneck"],
+                        "time", "cost", "MFU", "GiB/GPU", "bottleneck"],
                  "rlrlllllrrrrl")
 
 
@@ -89,19 +89,19 @@ def render(r: dict[str, Any]) -> str:
             if not o.get("feasible"):
                 rows.append((o["gpus"], "-", "-", "-", o.get("reason", "infeasible")))
                 continue
-            rows.append((o["gpus"], f"{o['time_to_train_days']:,.1f}", usd(o["cost_usd"]),
+            rows.append((o["gpus"], duration(o["time_to_train_days"]), usd(o["cost_usd"]),
                          f"{o['mfu'] * 100:.0f}%",
                          f"{o.get('scaling_efficiency', float('nan')) * 100:.0f}%"))
-        lines.append(table(rows, ["GPUs", "days", "cost", "MFU", "scaling efficiency"],
+        lines.append(table(rows, ["GPUs", "time", "cost", "MFU", "scaling efficiency"],
                            "rrrrr"))
     if len(r["pareto"]) > 1:
         lines.append("")
         lines.append(f"cost/time Pareto front ({len(r['pareto'])} plans; --json lists them):")
         front = r["pareto"]
         pick = front if len(front) <= 6 else [front[i * (len(front) - 1) // 5] for i in range(6)]
-        lines.append(table([(p["gpus"], p["gpu"], p["pricing"], f"{p['time_to_train_days']:,.1f}",
+        lines.append(table([(p["gpus"], p["gpu"], p["pricing"], duration(p["time_to_train_days"]),
                              usd(p["cost_usd"])) for p in pick],
-                           ["n", "gpu", "pricing", "days", "cost"], "rllrr"))
+                           ["n", "gpu", "pricing", "time", "cost"], "rllrr"))
     if r["excluded"]:
         lines.append("")
         lines.append("excluded candidates: " + "; ".join(

@@ -377,6 +377,10 @@ def _finish(cat: Catalog, req: Request, rows: dict[str, np.ndarray], meta: list,
     return result
 
 
+def _fmt_days(days: float) -> str:
+    return f"{days:,.1f} days" if days >= 1 else f"{days * 24:,.1f} hours"
+
+
 def _fmt_usd(x: float) -> str:
     if x >= 1e6:
         return f"${x / 1e6:,.2f}M"
@@ -396,7 +400,7 @@ def _why(req: Request, sub: dict[str, np.ndarray], ranked: np.ndarray, meta: lis
     lines = [
         f"winner: {obj} of {len(ranked):,} distinct options"
         + (" " + " and ".join(cons) if cons else "") + f": {winner['gpus']} x {winner['gpu']} "
-        f"({winner['platform']}, {winner['pricing']}) in {winner['time_to_train_days']:,.1f} days "
+        f"({winner['platform']}, {winner['pricing']}) in {_fmt_days(winner['time_to_train_days'])} "
         f"for {_fmt_usd(winner['cost_usd'])}; MFU {winner['mfu'] * 100:.0f}%, limited by "
         f"{winner['bottleneck']}, {winner['headroom_gib']:.0f} GiB memory headroom per GPU."
     ]
@@ -440,7 +444,7 @@ def _compare(label: str, r: dict[str, Any], w: dict[str, Any]) -> str:
     dc = r["cost_usd"] / w["cost_usd"] if w["cost_usd"] > 0 else math.inf
     dd = r["time_to_train_days"] / w["time_to_train_days"]
     return (f"{label}: {r['gpus']} x {r['gpu']} ({r['platform']}, {r['pricing']}) in "
-            f"{r['time_to_train_days']:,.1f} days for {_fmt_usd(r['cost_usd'])} "
+            f"{_fmt_days(r['time_to_train_days'])} for {_fmt_usd(r['cost_usd'])} "
             f"({dc:.2f}x the cost, {dd:.2f}x the time of the winner)"
             + (f"; {_fmt_usd(r['cash_up_front_usd'])} up front" if r["acquisition"] == "own"
                else ""))
