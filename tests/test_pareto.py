@@ -38,3 +38,25 @@ def test_front_is_sorted_by_days_and_cost_falls():
     front = pareto_front(cost, days)
     assert list(front) == [4, 0, 1, 3]
     assert np.all(np.diff(days[front]) > 0) and np.all(np.diff(cost[front]) < 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4), st.integers(0, 5), st.integers(0, 5)),
+                min_size=1, max_size=40))
+def test_fastest_per_count_matches_brute_force(rows):
+    """Per GPU count: the highest tokens/s, ties broken by the least memory (#6)."""
+    from gpuplan.search.plan import fastest_per_count
+
+    rows = sorted(rows, key=lambda r: r[0])  # the search hands rows over sorted by count
+    g = {"gpus": np.array([r[0] for r in rows]), "tokens_per_s": np.array([r[1] for r in rows],
+                                                                          float),
+         "memory_bytes": np.array([r[2] for r in rows], float), "i": np.arange(len(rows))}
+    out = fastest_per_count(g)
+    want = {}
+    for i, (c, t, m) in enumerate(rows):
+        best = want.get(c)
+        if best is None or (t, -m) > (rows[best][1], -rows[best][2]):
+            want[c] = i
+    assert list(out["gpus"]) == sorted(want)
+    for c, i in zip(out["gpus"], out["i"], strict=True):
+        assert (rows[i][1], rows[i][2]) == (rows[want[c]][1], rows[want[c]][2])

@@ -83,15 +83,22 @@ class Physics:
     headroom_bytes: np.ndarray
 
 
+def memory_per_gpu(model: ModelSpec, layout: Layout, site: Site) -> Any:
+    """The memory breakdown of the most loaded GPU; it depends on the layout, not the GPU."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return memory.memory_breakdown(model, layout,
+                                       runtime_overhead_bytes=site.runtime_overhead_bytes,
+                                       fragmentation=site.fragmentation)
+
+
 def physics(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency, site: Site,
-            *, with_timing: bool = True) -> Physics:
+            *, with_timing: bool = True, with_memory: bool = True) -> Physics:
     # Infeasible corners (a zero-bandwidth network, an unsupported precision) come out as inf or
     # nan and are masked by the caller; they are not errors.
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        mem = memory.memory_breakdown(model, layout,
-                                      runtime_overhead_bytes=site.runtime_overhead_bytes,
-                                      fragmentation=site.fragmentation)
-        headroom = np.asarray(hw.memory_bytes) - mem.total
+        mem = memory_per_gpu(model, layout, site) if with_memory else None
+        headroom = (np.asarray(hw.memory_bytes) - mem.total if mem is not None
+                    else np.full(1, np.nan))
         t = timing.step_time(model, layout, hw, eff) if with_timing else None
     return Physics(memory=mem, timing=t, fits=headroom >= 0, headroom_bytes=headroom)
 

@@ -23,7 +23,7 @@ from ..estimate import cost as costm
 from ..estimate.timing import BOTTLENECKS
 from ..spec import FP8, PRECISIONS, RECOMPUTE, Layout, ModelSpec
 from ..units import GiB
-from .evaluate import Site, outcome, physics
+from .evaluate import Site, memory_per_gpu, outcome, physics
 from .grid import Axes, gpu_counts, model_axes, product
 from .hardware import efficiency_for, hardware_table
 from .pareto import pareto_front
@@ -107,13 +107,54 @@ def _take(g: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
     return {k: v[mask] for k, v in g.items()}
 
 
+@dataclass
+class LayoutTable:
+    """Every layout of every GPU count, evaluated once for all platforms: the structural checks
+    and the memory per GPU depend on the layout alone (not on which GPU runs it), so a group
+    of platforms only compares memory with its capacity and adds its own masks."""
+
+    g: dict[str, np.ndarray]  # count-major rows: block i holds every layout of counts[i]
+    block: int
+    position: dict[int, int]  # GPU count -> block number
+    divisible: np.ndarray
+    valid: np.ndarray  # divisible and structurally valid for the model and batch
+    memory_bytes: np.ndarray  # per GPU (nan where not valid)
+
+    def rows(self, counts: np.ndarray) -> np.ndarray | slice:
+        """The rows of these GPU counts: a slice (a view, no copy) when their blocks are
+        consecutive, as they are for one node size's power-of-two counts."""
+        blocks = [self.position[int(c)] for c in counts]
+        if not blocks:
+            return slice(0, 0)
+        if blocks == list(range(blocks[0], blocks[0] + len(blocks))):
+            return slice(blocks[0] * self.block, (blocks[-1] + 1) * self.block)
+        return np.concatenate([np.arange(b * self.block, (b + 1) * self.block) for b in blocks])
+
+
+def layout_table(req: Request, counts: np.ndarray, axes: Axes) -> LayoutTable:
+    counts = np.unique(np.asarray(counts, dtype=np.int64))
+    g = product(counts, axes)
+    block = g["gpus"].size // max(len(counts), 1)
+    divisible = g["gpus"] % (g["tp"] * g["pp"] * g["cp"]) == 0
+    g["dp"] = np.maximum(g["dp"], 1)
+    valid = divisible & _layout(g, req).valid_mask(req.model)
+    mem = np.full(g["gpus"].size, np.nan)
+    if valid.any():
+        bd = memory_per_gpu(req.model, _layout(_take(g, valid), req), req.site)
+        mem[valid] = np.asarray(bd.total, dtype=float)
+    return LayoutTable(g=g, block=block, position={int(c): i for i, c in enumerate(counts)},
+                       divisible=divisible, valid=valid, memory_bytes=mem)
+
+
 def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np.ndarray,
-                   axes: Axes, tally: Counter, by_gpu: dict[str, Counter]) -> dict[str, Any]:
+                   axes: Axes, tally: Counter, by_gpu: dict[str, Counter],
+                   table: LayoutTable | None = None) -> dict[str, Any]:
     """Physics of one group over its grid; returns feasible rows (and tallies exclusions)."""
     p0 = plats[0]
     acc = p0.accelerator
-    g = product(counts, axes)
-    n = g["gpus"].size
+    if table is None:
+        table = layout_table(req, counts, axes)
+    idx = table.rows(counts)
     gpu_tally = by_gpu.setdefault(acc.id, Counter())
 
     def drop(mask: np.ndarray, reason: str) -> None:
@@ -122,39 +163,35 @@ def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np
             tally[reason] += k
             gpu_tally[reason] += k
 
-    keep = np.ones(n, dtype=bool)
-    inner = g["tp"] * g["pp"] * g["cp"]
-    bad = g["gpus"] % inner != 0
-    drop(bad, R_DIVIDE)
-    keep &= ~bad
-    bad = keep & (g["tp"] > p0.scale_up_domain)
+    # masks on the few columns they need; every other column is gathered once, at the end
+    divisible, valid = table.divisible[idx], table.valid[idx]
+    tp, prec, gpus = (table.g[k][idx] for k in ("tp", "precision", "gpus"))
+    drop(~divisible, R_DIVIDE)
+    keep = divisible.copy()
+    bad = keep & (tp > p0.scale_up_domain)
     drop(bad, R_TP_DOMAIN)
     keep &= ~bad
-    g["dp"] = np.maximum(g["dp"], 1)
-    bad = keep & ~_layout(g, req).valid_mask(req.model)
+    bad = keep & ~valid
     drop(bad, R_LAYOUT)
     keep &= ~bad
-    bad = keep & (g["precision"] == FP8) & ("fp8" not in acc.peak_flops)
+    bad = keep & (prec == FP8) & ("fp8" not in acc.peak_flops)
     drop(bad, R_FP8)
     keep &= ~bad
     if acc.consumer and not req.filters.allow_consumer:
-        bad = keep & (g["gpus"] > p0.gpus_per_node)
+        bad = keep & (gpus > p0.gpus_per_node)
         drop(bad, R_CONSUMER)
         keep &= ~bad
-    g = _take(g, keep)
+    mem = table.memory_bytes[idx]
+    oom = keep & ~(mem <= acc.memory_bytes)
+    drop(oom, R_OOM)
+    rows = (np.arange(table.g["gpus"].size)[idx] if isinstance(idx, slice) else idx)[keep & ~oom]
+    g = {k: v[rows] for k, v in table.g.items()}
+    g["memory_bytes"] = table.memory_bytes[rows]
     if g["gpus"].size == 0:
         return g
     hw = hardware_table(cat, [(acc, as_hardware_platform(p0))])
     eff = efficiency_for(cat, hw.family)
-    lay = _layout(g, req)
-    ph = physics(req.model, lay, hw, eff, req.site, with_timing=False)
-    fits = np.asarray(ph.fits)
-    drop(~fits, R_OOM)
-    g = _take(g, fits)
-    g["memory_bytes"] = np.asarray(ph.memory.total)[fits]
-    if g["gpus"].size == 0:
-        return g
-    ph = physics(req.model, _layout(g, req), hw, eff, req.site)
+    ph = physics(req.model, _layout(g, req), hw, eff, req.site, with_memory=False)
     t = ph.timing
     g["tokens_per_s"] = np.asarray(t.tokens_per_s, dtype=float)
     g["step_s"] = np.asarray(t.step_s, dtype=float)
@@ -171,14 +208,20 @@ def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np
 def fastest_per_count(g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Keep the fastest layout at each GPU count (ties: less memory). Exact, not a heuristic:
     within one group and count, every pricing row's cost, days and energy rise with step time,
-    so a slower layout is dominated in every objective and under every constraint."""
-    if g["gpus"].size == 0:
+    so a slower layout is dominated in every objective and under every constraint.
+    Rows arrive sorted by GPU count (the table is count-major), so this is O(n) with reduceat."""
+    n = g["gpus"].size
+    if n == 0:
         return g
-    order = np.lexsort((g["memory_bytes"], -g["tokens_per_s"], g["gpus"]))
-    counts = g["gpus"][order]
-    first = np.ones(order.size, dtype=bool)
-    first[1:] = counts[1:] != counts[:-1]
-    return _take(g, order[first])
+    starts = np.flatnonzero(np.concatenate(([True], g["gpus"][1:] != g["gpus"][:-1])))
+    segment = np.repeat(np.arange(starts.size), np.diff(np.append(starts, n)))
+    tps = g["tokens_per_s"]
+    best = tps == np.maximum.reduceat(tps, starts)[segment]
+    mem = np.where(best, g["memory_bytes"], np.inf)
+    best &= mem == np.minimum.reduceat(mem, starts)[segment]
+    first = np.flatnonzero(best)
+    _, pick = np.unique(segment[first], return_index=True)
+    return _take(g, first[pick])
 
 
 def _price_rows(cat: Catalog, plats: list[Platform], site: Site, pricing_filter: tuple[str, ...]
@@ -228,6 +271,8 @@ def search(cat: Catalog, req: Request,
         raise ConfigError(f"the search space has {total:,} candidates, above the cap of "
                           f"{SEARCH_CAP:,}; narrow it with --gpu, --max-gpus, --cloud or "
                           f"--acquisition")
+    table = layout_table(req, np.concatenate([c for _, c in planned]) if planned
+                         else np.zeros(0, dtype=np.int64), axes)
     for i, (plats, counts) in enumerate(planned):
         if progress:
             progress(i, len(planned))
@@ -236,7 +281,7 @@ def search(cat: Catalog, req: Request,
         evaluated += counts.size * per_group * max(len(prices), 1)
         if counts.size == 0:
             continue
-        g = evaluate_group(req, cat, plats, counts, axes, tally, by_gpu)
+        g = evaluate_group(req, cat, plats, counts, axes, tally, by_gpu, table)
         if g["gpus"].size == 0:
             # every pricing row of this group shares the physics exclusions
             continue
