@@ -102,6 +102,17 @@ def render(r: dict[str, Any]) -> str:
         lines.append(table([(p["gpus"], p["gpu"], p["pricing"], duration(p["time_to_train_days"]),
                              usd(p["cost_usd"])) for p in pick],
                            ["n", "gpu", "pricing", "time", "cost"], "rllrr"))
+    a = r.get("assumptions")
+    if a:
+        lines.append("")
+        lines.append(
+            f"assumptions: owned hardware over {a['own_years']:g} years at "
+            f"{a['own_utilization'] * 100:.0f}% utilization; unused committed hours reused at "
+            f"{a['commitment_reuse_utilization'] * 100:.0f}%; spot reclaimed "
+            f"{a['spot_interruptions_per_instance_hour']:g} times per instance-hour; one GPU "
+            f"failure per {a['gpu_mtbf_hours']:,.0f} GPU-hours; ${a['electricity_usd_per_kwh']:g}"
+            f"/kWh at PUE {a['pue']:g} (flags --years, --utilization, --reuse, --interruptions, "
+            f"--electricity, --pue; `gpuplan catalog site` gives the sources)")
     if r["excluded"]:
         lines.append("")
         lines.append("excluded candidates: " + "; ".join(

@@ -380,6 +380,13 @@ def _finish(cat: Catalog, req: Request, rows: dict[str, np.ndarray], meta: list,
         "best": {},
         "excluded": {}, "excluded_platforms": excluded_platforms, "why": [], "relax": [],
         "favourite": [], "outlook": [],
+        "assumptions": {
+            "own_years": req.site.years, "own_utilization": req.site.utilization,
+            "commitment_reuse_utilization": req.site.reuse_utilization,
+            "spot_interruptions_per_instance_hour": req.site.spot_interruptions_per_hour,
+            "gpu_mtbf_hours": req.site.gpu_mtbf_hours,
+            "electricity_usd_per_kwh": req.site.electricity_usd_per_kwh, "pue": req.site.pue,
+        },
     }
     if n == 0:
         result["excluded"] = dict(tally)
