@@ -245,3 +245,24 @@ def test_pricing_filter(run_json):
                  "--pricing", "reserved-3y")
     assert r["plans"]
     assert {p["pricing"] for p in r["plans"] + r["pareto"]} <= {"on-demand", "reserved-3y"}
+
+
+def test_progress_bar_only_after_a_moment(monkeypatch, capsys):
+    """The bar stays silent for quick searches and draws on a terminal once 0.5 s have gone."""
+    import sys
+
+    from gpuplan.cli import plan_cmd
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    clock = iter([0.0, 0.1, 0.2, 5.0, 5.1])
+    monkeypatch.setattr(plan_cmd.time, "perf_counter", lambda: next(clock))
+    bar = plan_cmd._Progress(enabled=True)  # t0 = 0.0
+    bar(1, 4)  # 0.1 s: silent
+    assert capsys.readouterr().err == ""
+    bar(2, 4)  # 0.2 s: silent
+    bar(3, 4)  # 5.0 s: drawn
+    err = capsys.readouterr().err
+    assert "searching [" in err and "3/4" in err
+    quiet = plan_cmd._Progress(enabled=False)
+    quiet(1, 4)
+    assert capsys.readouterr().err == ""
