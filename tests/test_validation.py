@@ -123,10 +123,10 @@ def test_median_error_on_the_hold_out_runs_alone_meets_the_target(results):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "not met: Qwen3-30B-A3B on 16 H100 (Megatron-Bridge 25.11) is predicted +123% even with "
-    "the per-expert GEMM shape, routing traffic and two-level all-to-all modeled; the same "
-    "layout ran at 10,494 tokens/s/GPU in the 25.09 release (we predict 11,780), so the miss "
-    "is a software-release gap. Next worst: MPT-3B FP8 FSDP (+26%). See docs/calibration.md."))
+    "not met: fine-grained MoE runs from Megatron-Bridge's per-release tables miss by up to "
+    "+184% (Qwen3-30B-A3B MXFP8 on 8 B200, release 25.11; the same layout ran about 2x faster "
+    "in 25.09) and +123% (Qwen3-30B-A3B on 16 H100, 25.11): the same hardware and layout move "
+    "1.8-2x between software releases. See docs/calibration.md."))
 def test_worst_error_meets_the_issue_target(results):
     """Done-when: worst |error| <= 25% over runs with a known configuration."""
     assert summary(results)["worst_abs_error_pct"] <= WORST_TARGET_PCT
@@ -142,12 +142,13 @@ def release_sweep_ids() -> set[str]:
 
 def test_dense_runs_worst_error_is_bounded(results):
     """Without the one fine-grained MoE run, the worst miss stays under 30% (a regression
-    guard a little above what the dense model reaches today, 26%), over the 72 known runs it
-    was written for (the release-table sweep is reported in docs/calibration.md instead)."""
+    guard a little above what the dense model reaches today, 26%), over the known runs it was
+    written for: 72, less the GB300 row later excluded (no GB300 in the catalog). The
+    release-table sweep has its own guards below."""
     sweep = release_sweep_ids()
     dense = [r for r in results if "qwen3" not in r.id and r.id not in sweep
              and r.status == "known"]
-    assert len(dense) == 72
+    assert len(dense) == 71
     assert summary(dense)["worst_abs_error_pct"] < 30.0
 
 
@@ -159,6 +160,26 @@ def test_coarse_moe_runs_stay_within_ten_percent(results):
     moe = [r for r in results if r.id.startswith("mbridge2511-gb200-deepseekv3")]
     assert len(moe) == 2
     assert summary(moe)["worst_abs_error_pct"] < 10.0
+
+
+def test_release_table_dense_runs_median(results):
+    """Megatron-Bridge's per-release tables, dense Llama runs (all hold-out): median |error|
+    <= 10%, the issue's median target on this subset too (5.1% today)."""
+    sweep = release_sweep_ids()
+    dense = [r for r in results if r.id in sweep and r.status == "known"
+             and "llama" in r.id]
+    assert len(dense) >= 40
+    assert summary(dense)["median_abs_error_pct"] <= MEDIAN_TARGET_PCT
+
+
+def test_release_table_runs_median(results):
+    """All release-table runs with a known configuration, MoE included (all hold-out): median
+    |error| <= 15% (a regression guard above today's 11%; the MoE misses are software
+    releases, see docs/calibration.md)."""
+    sweep = release_sweep_ids()
+    runs = [r for r in results if r.id in sweep and r.status == "known"]
+    assert len(runs) >= 100
+    assert summary(runs)["median_abs_error_pct"] <= 15.0
 
 
 def test_cli_validate_json(run_cli):
