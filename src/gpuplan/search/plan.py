@@ -552,8 +552,9 @@ def _favourite(req: Request, by_gpu: dict[str, Counter], excluded_platforms: dic
     for gpu in req.filters.gpus:
         if gpu in feasible_gpus:
             continue
-        reasons = [r for r, ids in excluded_platforms.items()
-                   if any(i.startswith(gpu + ":") or i == gpu for i in ids)]
+        reasons = [f"{r} ({i.split(': ', 1)[1]})" if ": " in i else r
+                   for r, ids in excluded_platforms.items() for i in dict.fromkeys(ids)
+                   if i.startswith(gpu + ":") or i == gpu]
         c = by_gpu.get(gpu, Counter())
         parts = [f"{k} ({v:,})" for k, v in c.most_common(3)]
         if reasons:
