@@ -64,9 +64,15 @@ def test_raising_a_parallel_degree_never_raises_memory(model, lay, knob):
     total. Interleaved schedules are excluded: there raising pp really does add activations
     (pp * (1 + (pp - 1)/(pp * vpp)) micro-batches in flight). For pp, dropout is off: with it,
     each of the pp in-flight micro-batches on the first stage also holds an embedding dropout
-    mask (s*b*h bytes), which can outweigh one small layer's weights (a real effect)."""
+    mask (s*b*h bytes), which can outweigh one small layer's weights (a real effect). For dp
+    and cp under ZeRO-3, the shard group must already hold 2 or more GPUs: going from 1 to 2
+    starts the parameter gathers, whose buffers (two layers, one layer of gradients, the root
+    unit) can outweigh what sharding saves on a small model -- the same real effect as
+    test_memory.py::test_zero3_can_cost_more_than_zero2_on_two_gpus."""
     if knob == "pp":
         lay = replace(lay, dropout=False)
+    if knob in ("dp", "cp") and lay.zero == 3 and lay.dp * lay.cp == 1:
+        lay = replace(lay, **{knob: 2}, global_batch=lay.global_batch * (2 if knob == "dp" else 1))
     bigger = replace(lay, **{knob: getattr(lay, knob) * 2})
     assert not_more(total(model, bigger), total(model, lay))
 
