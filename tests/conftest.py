@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from gpuplan.cli import main
+
 # CI replays the same examples every run (no flaky failures from a new random draw); locally
 # hypothesis explores freely and keeps what it finds in .hypothesis/.
 settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
-
-from gpuplan.cli import main
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
