@@ -13,6 +13,7 @@ from .options import (
     default_global_batch,
     default_seq_len,
     resolve_model,
+    site_overrides,
 )
 
 EPILOG = """examples:
@@ -110,11 +111,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError("--tokens must be more than 0, e.g. 2T")
     if args.offer and args.usd_per_gpu_hour is not None:
         raise ConfigError("give either --offer or --usd-per-gpu-hour, not both")
-    overrides = dict(utilization=args.utilization, years=args.years,
-                     electricity_usd_per_kwh=args.electricity, pue=args.pue,
-                     grid_kg_co2e_per_kwh=args.grid_intensity,
-                     spot_interruptions_per_hour=args.interruptions,
-                     reuse_utilization=args.reuse)
+    overrides = site_overrides(args)
     return single.estimate(cat, model, gpu, layout, gpus=gpus, tokens=tokens, offer=args.offer,
                            system=args.system, usd_per_gpu_hour=args.usd_per_gpu_hour,
                            pricing=args.pricing, overrides=overrides)

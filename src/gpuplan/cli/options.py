@@ -84,6 +84,14 @@ def add_site_options(p: argparse.ArgumentParser) -> None:
                    help="utilization at which an unused commitment is reused by others")
 
 
+def site_overrides(args: argparse.Namespace) -> dict[str, float | None]:
+    """The site flags of `add_site_options`, named as `search.evaluate.Site` fields."""
+    return dict(utilization=args.utilization, years=args.years,
+                electricity_usd_per_kwh=args.electricity, pue=args.pue,
+                grid_kg_co2e_per_kwh=args.grid_intensity,
+                spot_interruptions_per_hour=args.interruptions, reuse_utilization=args.reuse)
+
+
 def _fraction_arg(text: str) -> float:
     from . import fraction
 

@@ -15,6 +15,7 @@ from .options import (
     default_global_batch,
     default_seq_len,
     resolve_model,
+    site_overrides,
 )
 
 EPILOG = """examples:
@@ -111,11 +112,7 @@ def build_request(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
                       pricing=tuple(args.pricing), clouds=tuple(c.lower() for c in args.cloud),
                       region=args.region or "", export_region=args.export_region or "",
                       allow_consumer=args.allow_consumer)
-    site = site_from_catalog(cat, utilization=args.utilization, years=args.years,
-                             electricity_usd_per_kwh=args.electricity, pue=args.pue,
-                             grid_kg_co2e_per_kwh=args.grid_intensity,
-                             spot_interruptions_per_hour=args.interruptions,
-                             reuse_utilization=args.reuse)
+    site = site_from_catalog(cat, **site_overrides(args))
     precisions = tuple(p.lower() for p in args.precision) or ("bf16", "fp8")
     for p in precisions:
         if p not in ("fp32", "fp16", "bf16", "fp8"):
