@@ -3,7 +3,8 @@
 Tolerances, stated once and used below:
 - MEM_RTOL 10%: our memory_gib is what the device reports (GiB), the reference lists the vendor's
   "GB"; they differ by the nvidia-smi reserve (0.4% on H100), the ECC reserve on GDDR6 data-center
-  cards (1/16 = 6.25%, e.g. L40S 44.99 vs 48) and vendor rounding (B300 268.6 vs 270).
+  cards (1/16 = 6.25%, e.g. L40S 44.99 vs 48) and vendor rounding (B300 268.6 vs 270); GB300
+  277.55 GiB reported vs the reference's 288 GB physical HBM is 3.6%.
 - RATE_RTOL 2%: TFLOPS and GB/s are copied from the same datasheets; 2% absorbs rounding of
   derived dense figures (989.4 vs 989.5, 51.2 vs 51) and nothing more.
 - SYSTEM_MEM_RTOL 1%: a system's total GPU memory from its datasheet ("640 GB") against
@@ -32,7 +33,7 @@ REQUIRED_IDS = [
     "l40s", "rtx-4090", "mi210", "mi250x", "mi300x", "gaudi3",
     "v100-sxm2-32gb", "a100-pcie-80gb", "h100-nvl", "b300", "gb200", "l4", "a10g",
     "rtx-4090d", "rtx-5090", "rtx-6000-ada", "l20", "mi325x", "mi355x", "gaudi2",
-    "ascend-910b", "ascend-910c",
+    "ascend-910b", "ascend-910c", "gb300",
 ]
 ALIASES = {
     "a100": "a100-40gb", "A100": "a100-40gb", "h100": "h100-sxm", "H100": "h100-sxm",
@@ -40,7 +41,8 @@ ALIASES = {
     "A100-80GB": "a100-80gb", "MI300X": "mi300x", "RTX4090": "rtx-4090", "4090": "rtx-4090",
     "H200": "h200", "B200": "b200", "L40S": "l40s", "L4": "l4", "A10G": "a10g",
     "H100-MEGA": "h100-sxm", "V100-32GB": "v100-sxm2-32gb", "RTX5090": "rtx-5090",
-    "RTX6000-Ada": "rtx-6000-ada", "GB200": "gb200", "B300": "b300",
+    "RTX6000-Ada": "rtx-6000-ada", "GB200": "gb200", "B300": "b300", "GB300": "gb300",
+    "gb300-nvl72": "gb300",
     "H100-NVLINK": "h100-sxm",  # Fluidstack's 8x 80 GB HGX, not the 94 GB H100 NVL
 }
 REQUIRED_FABRICS = [
@@ -49,8 +51,8 @@ REQUIRED_FABRICS = [
     "roce-200g", "roce-400g", "roce-800g", "efa-v2", "efa-v3",
 ]
 FAMILIES = {
-    "v100", "a100", "h100", "h100-pcie", "h20", "h200", "b200", "gb200", "b300", "ada", "l4",
-    "a10g", "blackwell-consumer", "mi210", "mi250x", "mi300x", "mi325x", "mi355x", "gaudi2",
+    "v100", "a100", "h100", "h100-pcie", "h20", "h200", "b200", "gb200", "b300", "gb300", "ada",
+    "l4", "a10g", "blackwell-consumer", "mi210", "mi250x", "mi300x", "mi325x", "mi355x", "gaudi2",
     "gaudi3", "ascend910b", "ascend910c",
 }
 SOFTWARE = {"CUDA", "ROCm", "SynapseAI", "CANN"}
@@ -120,6 +122,19 @@ def test_h100_sxm_dense_bf16_bandwidth_and_nvlink(cat):
     assert h.scale_up_bytes_per_s == pytest.approx(900 * GB, rel=1e-9)  # both directions
     assert h.scale_up_bytes_per_s_per_direction == pytest.approx(450 * GB, rel=1e-9)
     assert cat.fabric("nvlink4").bytes_per_s_per_direction == pytest.approx(450 * GB, rel=1e-9)
+
+
+def test_gb300_per_gpu_figures_are_the_nvl72_rack_totals_over_72(cat):
+    """GB300 NVL72 lists rack totals: FP4 1,080 PF dense, FP8 720 PF and BF16 360 PF sparse
+    (dense = half), 576 TB/s HBM; per GPU = total / 72, exact to 1e-9. NVLink 5: 1.8 TB/s
+    both directions per GPU."""
+    g = cat.accelerator("gb300")
+    assert g.peak_flops["fp4"] == pytest.approx(1080e15 / 72, rel=1e-9)
+    assert g.peak_flops["fp8"] == pytest.approx(720e15 / 2 / 72, rel=1e-9)
+    assert g.peak_flops["bf16"] == pytest.approx(360e15 / 2 / 72, rel=1e-9)
+    assert g.memory_bandwidth_bytes_per_s == pytest.approx(576e12 / 72, rel=1e-9)
+    assert g.scale_up_bytes_per_s == pytest.approx(1800 * GB, rel=1e-9)
+    assert cat.systems["gb300-nvl72"].accelerator == "gb300"
 
 
 def test_nvlink_generations_per_direction(cat):
@@ -205,7 +220,7 @@ def test_export_status_values(cat):
     status = {a.id: a.export_cn for a in cat.accelerators.values()}
     for ident in ("l20", "rtx-4090d", "ascend-910b", "ascend-910c"):
         assert status[ident] == "china-only", ident
-    for ident in ("a100-80gb", "h100-sxm", "h800", "a800", "rtx-4090", "mi300x"):
+    for ident in ("a100-80gb", "h100-sxm", "h800", "a800", "rtx-4090", "mi300x", "gb300"):
         assert status[ident] == "license-required", ident
     # licence required since 2025-04, and the US said in 2025-07 that licences are granted
     assert status["h20"] == "licensed"
@@ -225,7 +240,7 @@ SYSTEM_TOTAL_GB = {
 def test_systems_reference_accelerators_and_shapes(cat):
     required = {"dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "hgx-h100", "dgx-station-a100",
                 "mi300x-8x", "mi210-8x", "rtx-4090-8x", "gb200-nvl72", "hgx-h20", "l40s-8x",
-                "atlas-800t-a2", "gaudi3-8x"}
+                "atlas-800t-a2", "gaudi3-8x", "gb300-nvl72"}
     assert required <= set(cat.systems)
     for s in cat.systems.values():
         assert s.accelerator in cat.accelerators, s.id
@@ -237,8 +252,9 @@ def test_systems_reference_accelerators_and_shapes(cat):
         if s.scale_out_fabric:
             assert cat.fabrics[s.scale_out_fabric].kind == "scale-out", s.id
             assert s.nics_per_node >= 1, s.id
-    nvl = cat.systems["gb200-nvl72"]
-    assert (nvl.kind, nvl.gpus_per_node, nvl.scale_up_domain) == ("rack", 72, 72)
+    for ident in ("gb200-nvl72", "gb300-nvl72"):
+        nvl = cat.systems[ident]
+        assert (nvl.kind, nvl.gpus_per_node, nvl.scale_up_domain) == ("rack", 72, 72), ident
     assert cat.systems["dgx-station-a100"].gpus_per_node == 4
 
 
@@ -281,7 +297,8 @@ REFERENCE_ID = {
     "a100-80gb": "a100_sxm4_80gb", "a100-pcie-80gb": "a100_pcie_80gb", "a800": "a800_sxm4_80gb",
     "h100-sxm": "h100_sxm5_80gb", "h100-pcie": "h100_pcie_80gb", "h100-nvl": "h100_nvl_94gb",
     "h800": "h800_sxm5_80gb", "h20": "h20_96gb", "h200": "h200_sxm_141gb", "b200": "b200_hgx",
-    "gb200": "gb200_per_gpu", "b300": "b300_hgx", "l40s": "l40s", "l4": "l4", "a10g": "a10g",
+    "gb200": "gb200_per_gpu", "b300": "b300_hgx", "gb300": "gb300_per_gpu", "l40s": "l40s",
+    "l4": "l4", "a10g": "a10g",
     "rtx-4090": "rtx_4090", "rtx-5090": "rtx_5090", "rtx-6000-ada": "rtx_6000_ada",
     "mi210": "mi210", "mi250x": "mi250x", "mi300x": "mi300x", "mi325x": "mi325x",
     "mi355x": "mi355x", "gaudi2": "gaudi2", "gaudi3": "gaudi3",
