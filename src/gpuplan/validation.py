@@ -285,7 +285,7 @@ def calibrate(cat: Catalog, rows: list[dict[str, str]] | None = None
 
 
 # Families fitted on no runs of their own take another family's constants (efficiency.toml).
-INHERIT = {"h200": "h100", "b200": "gb200", "b300": "gb200"}
+INHERIT = {"h200": "h100", "b200": "gb200", "b300": "gb200", "gb300": "gb200"}
 
 
 def source_group(run_id: str) -> str:
