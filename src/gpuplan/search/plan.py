@@ -450,7 +450,7 @@ def _why(req: Request, sub: dict[str, np.ndarray], ranked: np.ndarray, meta: lis
     if req.budget_usd is not None:
         cons.append(f"costing at most {_fmt_usd(req.budget_usd)}")
     lines = [
-        f"winner: {obj} of {len(ranked):,} distinct options"
+        f"winner: {obj} of {len(ranked):,} distinct option{'s' if len(ranked) != 1 else ''}"
         + (" " + " and ".join(cons) if cons else "") + f": {winner['gpus']} x {winner['gpu']} "
         f"({winner['platform']}, {winner['pricing']}) in {_fmt_days(winner['time_to_train_days'])} "
         f"for {_fmt_usd(winner['cost_usd'])}; MFU {winner['mfu'] * 100:.0f}%, limited by "
