@@ -21,7 +21,8 @@ def _need(kind: str, ident: str) -> None:
 
 def test_owning_dgx_h100_four_years_70pct_in_public_range(run_json, capsys):
     """Issue #5 "done when": 4-year life, 70% utilization, catalog site defaults, DGX H100 at
-    the hyperscale preset's price (~$270k, SemiAnalysis 2023, also systems.toml's). Public analyses put owned H100 cost at roughly $1.3-2.5 per GPU-hour; the range is
+    the hyperscale preset's price (~$270k, SemiAnalysis 2023, also systems.toml's). Public
+    analyses put owned H100 cost at roughly $1.3-2.5 per GPU-hour; the range is
     the issue's, not tuned here. Prints the comparison against AWS p5 for the record."""
     _need("system", "dgx-h100")
     r = run_json("tco", "--scenario", "hyperscale", "--nodes", "4", "--years", "4",
