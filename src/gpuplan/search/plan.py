@@ -28,7 +28,7 @@ from .grid import Axes, gpu_counts, model_axes, product
 from .hardware import efficiency_for, hardware_table
 from .pareto import pareto_front
 from .platforms import Filters, Platform, as_hardware_platform, group_by_physics, select_platforms
-from .single import host_watts_per_gpu, own_usd_per_gpu_hour
+from .single import host_watts_per_gpu, price_rows
 
 OBJECTIVES = ("cost", "time", "energy")
 DEFAULT_MAX_GPUS = 16384
@@ -224,26 +224,6 @@ def fastest_per_count(g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return _take(g, first[pick])
 
 
-def _price_rows(cat: Catalog, plats: list[Platform], site: Site, pricing_filter: tuple[str, ...]
-                ) -> list[tuple[Platform, str, float, float]]:
-    """(platform, mode, USD per GPU-hour, cash up front per GPU) for every way to pay."""
-    rows = []
-    for p in plats:
-        if p.acquisition == "own":
-            rate, capex = own_usd_per_gpu_hour(p, site, p.gpus_per_node)
-            rows.append((p, "own", float(np.asarray(rate).reshape(-1)[0]),
-                         float(np.asarray(capex).reshape(-1)[0]) / p.gpus_per_node))
-            continue
-        for mode, rate in sorted(p.prices.items()):
-            if pricing_filter and mode not in pricing_filter:
-                continue
-            rows.append((p, mode, rate, 0.0))
-        cb = p.offer.capacity_block_usd_per_hour if p.offer else None
-        if cb and (not pricing_filter or "capacity-block" in pricing_filter):
-            rows.append((p, "capacity-block", cb / p.gpus_per_node, 0.0))
-    return rows
-
-
 def search(cat: Catalog, req: Request,
            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Evaluate every candidate; return ranked plans, the Pareto front and the exclusions."""
@@ -264,19 +244,17 @@ def search(cat: Catalog, req: Request,
         caps = [p.max_gpus or req.max_gpus for p in plats]
         cap = min(req.max_gpus, max(caps))
         counts = gpu_counts(plats[0].gpus_per_node, cap)
-        planned.append((plats, counts))
-    total = sum(c.size * per_group * len(_price_rows(cat, p, req.site, req.filters.pricing))
-                for p, c in planned)
+        planned.append((plats, counts, price_rows(plats, req.site, req.filters.pricing)))
+    total = sum(c.size * per_group * len(prices) for _, c, prices in planned)
     if total > SEARCH_CAP:
         raise ConfigError(f"the search space has {total:,} candidates, above the cap of "
                           f"{SEARCH_CAP:,}; narrow it with --gpu, --max-gpus, --cloud or "
                           f"--acquisition")
-    table = layout_table(req, np.concatenate([c for _, c in planned]) if planned
+    table = layout_table(req, np.concatenate([c for _, c, _ in planned]) if planned
                          else np.zeros(0, dtype=np.int64), axes)
-    for i, (plats, counts) in enumerate(planned):
+    for i, (plats, counts, prices) in enumerate(planned):
         if progress:
             progress(i, len(planned))
-        prices = _price_rows(cat, plats, req.site, req.filters.pricing)
         physics_rows += counts.size * per_group
         evaluated += counts.size * per_group * max(len(prices), 1)
         if counts.size == 0:
@@ -425,7 +403,7 @@ def _finish(cat: Catalog, req: Request, rows: dict[str, np.ndarray], meta: list,
     winner = result["plans"][0]
     result["why"] = _why(req, sub, best_unique, meta, winner)
     result["favourite"] = _favourite(req, by_gpu, excluded_platforms, sub, meta)
-    result["outlook"] = outlook(cat, req, winner)
+    result["outlook"] = outlook(cat, req, winner, meta[int(sub["meta"][order[0]])][0])
     return result
 
 
@@ -579,7 +557,7 @@ def at_size(cat: Catalog, req: Request, plat: Platform, gpus: int, mode: str,
         tally.pop("_feasible_physics", None)
         reason = tally.most_common(1)[0][0] if tally else "no valid layout"
         return {"gpus": gpus, "feasible": False, "reason": reason}
-    prices = [r for r in _price_rows(cat, [plat], req.site, ()) if r[1] == mode]
+    prices = [r for r in price_rows([plat], req.site) if r[1] == mode]
     if not prices:
         return {"gpus": gpus, "feasible": False, "reason": f"no {mode} price"}
     _, _, rate, capex_per_gpu = prices[0]
@@ -601,15 +579,11 @@ def at_size(cat: Catalog, req: Request, plat: Platform, gpus: int, mode: str,
             "cash_up_front_usd": gpus * capex_per_gpu}
 
 
-def outlook(cat: Catalog, req: Request, winner: dict[str, Any]) -> list[dict[str, Any]]:
+def outlook(cat: Catalog, req: Request, winner: dict[str, Any], plat: Platform
+            ) -> list[dict[str, Any]]:
     """Days, cost and scaling efficiency of the winner's platform at 1/2x, 2x and 4x its GPUs
     (the fastest layout at each count, same pricing; constraints other than memory ignored).
     Scaling efficiency is tokens/s per GPU relative to the smallest feasible size shown."""
-    plats, _ = select_platforms(cat, req.filters)
-    key = winner["offer"] or winner["system"]
-    plat = next((p for p in plats if p.id == key), None)
-    if plat is None:
-        return []
     base = winner["gpus"]
     counts = [c for c in (base // 2, base, base * 2, base * 4)
               if c >= plat.gpus_per_node and c % plat.gpus_per_node == 0]

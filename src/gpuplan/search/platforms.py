@@ -57,7 +57,7 @@ class Filters:
     allow_consumer: bool = False
 
 
-def _physical(cat: Catalog, acc: Accelerator, where: Offer | System) -> dict[str, Any]:
+def _physical(cat: Catalog, acc: Accelerator, where: Offer | System | None) -> dict[str, Any]:
     """Node shape and per-GPU scale-out figures, as the time model's hardware builder sees them."""
     plat = platform_of(cat, acc, where)
     return {"gpus_per_node": plat.gpus_per_node, "scale_up_domain": plat.scale_up_domain,
@@ -76,6 +76,12 @@ def system_platform(cat: Catalog, s: System) -> Platform:
     acc = cat.accelerators[s.accelerator]
     return Platform(id=s.id, acquisition="own", accelerator=acc, **_physical(cat, acc, s),
                     max_gpus=0, system=s)
+
+
+def default_platform(cat: Catalog, acc: Accelerator) -> Platform:
+    """The stated default node for an accelerator with no catalog system (owned, unpriced)."""
+    return Platform(id=f"{acc.id}-default-node", acquisition="own", accelerator=acc,
+                    **_physical(cat, acc, None), max_gpus=0)
 
 
 def as_hardware_platform(p: Platform) -> HwPlatform:

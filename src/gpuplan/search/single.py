@@ -15,7 +15,13 @@ from ..units import GiB
 from .evaluate import Site, outcome, physics, site_from_catalog
 from .fit import fit_suggestions
 from .hardware import check_precision, default_system, efficiency_for, hardware_table
-from .platforms import Platform, as_hardware_platform, offer_platform, system_platform
+from .platforms import (
+    Platform,
+    as_hardware_platform,
+    default_platform,
+    offer_platform,
+    system_platform,
+)
 
 
 def host_watts_per_gpu(cat: Catalog, p: Platform) -> float:
@@ -60,12 +66,7 @@ def _platform(cat: Catalog, gpu: Accelerator, offer: str | None, system: str | N
         if s.accelerator != gpu.id:
             raise ConfigError(f"system {s.id} has {s.accelerator} GPUs, not {gpu.id}")
         return system_platform(cat, s)
-    hw = hardware_table(cat, [(gpu, None)])
-    return Platform(id=f"{gpu.id}-default-node", acquisition="own", accelerator=gpu,
-                    gpus_per_node=int(hw.gpus_per_node[0]),
-                    scale_up_domain=int(hw.scale_up_domain[0]),
-                    scale_out_bytes_per_s=float(hw.scale_out_bytes_per_s[0]),
-                    scale_out_latency_s=float(hw.scale_out_latency_s[0]), max_gpus=0)
+    return default_platform(cat, gpu)
 
 
 def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *, gpus: int,
@@ -119,7 +120,7 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
     })
     if tokens is None:
         return out
-    mode_name, rate = _price(cat, plat, pricing, usd_per_gpu_hour, site, gpus)
+    mode_name, rate = _price(cat, plat, pricing, usd_per_gpu_hour, site)
     host_w = host_watts_per_gpu(cat, plat)
     o = outcome(tokens=tokens, tokens_per_s=tps, gpus=gpus, gpus_per_node=plat.gpus_per_node,
                 params=model.total_params(), mode=costm.mode_code(mode_name or "on-demand"),
@@ -137,8 +138,31 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
     return out
 
 
+def price_rows(plats: list[Platform], site: Site, pricing_filter: tuple[str, ...] = ()
+               ) -> list[tuple[Platform, str, float, float]]:
+    """(platform, mode, USD per GPU-hour, cash up front per GPU) for every way to pay for
+    each platform: its listed modes and capacity blocks, or owning at the site's TCO."""
+    rows = []
+    for p in plats:
+        if p.acquisition == "own":
+            if p.system is None or not p.system.price_usd:
+                continue
+            rate, capex = own_usd_per_gpu_hour(p, site, p.gpus_per_node)
+            rows.append((p, "own", float(np.asarray(rate).reshape(-1)[0]),
+                         float(np.asarray(capex).reshape(-1)[0]) / p.gpus_per_node))
+            continue
+        for mode, rate in sorted(p.prices.items()):
+            if pricing_filter and mode not in pricing_filter:
+                continue
+            rows.append((p, mode, rate, 0.0))
+        cb = p.offer.capacity_block_usd_per_hour if p.offer else None
+        if cb and (not pricing_filter or "capacity-block" in pricing_filter):
+            rows.append((p, "capacity-block", cb / p.gpus_per_node, 0.0))
+    return rows
+
+
 def _price(cat: Catalog, plat: Platform, pricing: str | None, usd_per_gpu_hour: float | None,
-           site: Site, gpus: int) -> tuple[str | None, float | None]:
+           site: Site) -> tuple[str | None, float | None]:
     """(pricing mode, USD per GPU-hour) for the run; (None, None) when nothing gives a price."""
     if usd_per_gpu_hour is not None:
         mode = costm.MODES[costm.mode_code(pricing)] if pricing else "on-demand"
@@ -148,24 +172,16 @@ def _price(cat: Catalog, plat: Platform, pricing: str | None, usd_per_gpu_hour: 
             return "on-demand", plat.prices.get("on-demand")
         return None, None
     mode = costm.MODES[costm.mode_code(pricing)]
-    if mode == "own":
-        if plat.system is None or not plat.system.price_usd:
-            raise ConfigError(f"--pricing own needs a system with a price; give --system (see "
-                              f"`gpuplan catalog systems`), none is known for "
-                              f"{plat.accelerator.id}")
-        rate, _ = own_usd_per_gpu_hour(plat, site, gpus)
-        return mode, float(np.asarray(rate).reshape(-1)[0])
-    if plat.offer is None:
+    if mode == "own" and (plat.system is None or not plat.system.price_usd):
+        raise ConfigError(f"--pricing own needs a system with a price; give --system (see "
+                          f"`gpuplan catalog systems`), none is known for "
+                          f"{plat.accelerator.id}")
+    if mode != "own" and plat.offer is None:
         offers = [o.id for o in cat.offers_for(plat.accelerator.id)]
         hint = f"e.g. --offer {offers[0]}" if offers else "or --usd-per-gpu-hour X"
         raise ConfigError(f"--pricing {mode} needs a cloud offer: give --offer ID ({hint})")
-    key = "capacity-block" if mode == "capacity-block" else mode
-    if key == "capacity-block":
-        price = plat.offer.capacity_block_usd_per_hour
-        rate = price / plat.offer.count if price else None
-    else:
-        rate = plat.prices.get(key)
-    if rate is None:
-        have = ", ".join(sorted(plat.prices)) or "none"
+    rates = {m: rate for _, m, rate, _ in price_rows([plat], site)}
+    if mode not in rates:
+        have = ", ".join(sorted(rates)) or "none"
         raise ConfigError(f"offer {plat.id} has no {mode} price; it has: {have}")
-    return mode, rate
+    return mode, rates[mode]
