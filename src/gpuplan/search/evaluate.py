@@ -91,16 +91,19 @@ def memory_per_gpu(model: ModelSpec, layout: Layout, site: Site) -> Any:
                                        fragmentation=site.fragmentation)
 
 
-def physics(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency, site: Site,
-            *, with_timing: bool = True, with_memory: bool = True) -> Physics:
-    # Infeasible corners (a zero-bandwidth network, an unsupported precision) come out as inf or
-    # nan and are masked by the caller; they are not errors.
+def time_per_step(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency) -> Any:
+    """The step-time breakdown. Infeasible corners (a zero-bandwidth network, an unsupported
+    precision) come out as inf or nan and are masked by the caller; they are not errors."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        mem = memory_per_gpu(model, layout, site) if with_memory else None
-        headroom = (np.asarray(hw.memory_bytes) - mem.total if mem is not None
-                    else np.full(1, np.nan))
-        t = timing.step_time(model, layout, hw, eff) if with_timing else None
-    return Physics(memory=mem, timing=t, fits=headroom >= 0, headroom_bytes=headroom)
+        return timing.step_time(model, layout, hw, eff)
+
+
+def physics(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency,
+            site: Site) -> Physics:
+    mem = memory_per_gpu(model, layout, site)
+    headroom = np.asarray(hw.memory_bytes) - mem.total
+    return Physics(memory=mem, timing=time_per_step(model, layout, hw, eff),
+                   fits=headroom >= 0, headroom_bytes=headroom)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from ..estimate import cost as costm
 from ..estimate.timing import BOTTLENECKS
 from ..spec import FP8, PRECISIONS, RECOMPUTE, Layout, ModelSpec
 from ..units import GiB
-from .evaluate import Site, memory_per_gpu, outcome, physics
+from .evaluate import Site, memory_per_gpu, outcome, time_per_step
 from .grid import Axes, gpu_counts, model_axes, product
 from .hardware import efficiency_for, hardware_table
 from .pareto import pareto_front
@@ -191,8 +191,7 @@ def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np
         return g
     hw = hardware_table(cat, [(acc, as_hardware_platform(p0))])
     eff = efficiency_for(cat, hw.family)
-    ph = physics(req.model, _layout(g, req), hw, eff, req.site, with_memory=False)
-    t = ph.timing
+    t = time_per_step(req.model, _layout(g, req), hw, eff)
     g["tokens_per_s"] = np.asarray(t.tokens_per_s, dtype=float)
     g["step_s"] = np.asarray(t.step_s, dtype=float)
     g["mfu"] = np.asarray(t.mfu, dtype=float)
