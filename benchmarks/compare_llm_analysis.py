@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from gpuplan.catalog import load_catalog
-from gpuplan.report import table
+from gpuplan.report.fmt import table
 from gpuplan.search.hardware import efficiency_rows
 from gpuplan.validation import load_runs, published_value, run_spec, validate_runs
 

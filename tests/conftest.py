@@ -48,3 +48,17 @@ def run_json(run_cli):
         return json.loads(out)
 
     return run
+
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def golden(name: str, text: str) -> None:
+    """Compare `text` with tests/golden/NAME exactly. After an intended change, regenerate with
+    `GPUPLAN_REGEN_GOLDEN=1 python -m pytest tests` and review the diff."""
+    path = GOLDEN / name
+    if os.environ.get("GPUPLAN_REGEN_GOLDEN"):
+        GOLDEN.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"no golden file {name}; run GPUPLAN_REGEN_GOLDEN=1 python -m pytest"
+    assert text == path.read_text(), f"output differs from tests/golden/{name}"

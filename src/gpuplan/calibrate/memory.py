@@ -371,7 +371,7 @@ def _fmt_mib(x: float | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Print predicted vs measured (MiB) for the default grid."""
-    from ..report import table
+    from ..report.fmt import table
 
     ap = argparse.ArgumentParser(prog="python -m gpuplan.calibrate.memory",
                                  description="Predicted vs measured training memory, small models.")

@@ -105,7 +105,7 @@ def _records(cat: Any, what: str, args: argparse.Namespace) -> list[dict[str, An
 
 
 def _run_list(args: argparse.Namespace) -> int:
-    from ..report import dumps, num, table
+    from ..report.fmt import dumps, num, table
 
     cat = _load(args)
     recs = _records(cat, args.what, args)
@@ -154,7 +154,7 @@ def _run_list(args: argparse.Namespace) -> int:
 
 
 def _run_show(args: argparse.Namespace) -> int:
-    from ..report import dumps
+    from ..report.fmt import dumps
 
     cat = _load(args)
     kind, obj = cat.find(args.id)
@@ -201,7 +201,7 @@ def _human(key: str, value: Any) -> str:
 
 def _run_validate(args: argparse.Namespace) -> int:
     from ..catalog import load_catalog, validate_file
-    from ..report import dumps
+    from ..report.fmt import dumps
 
     cat = validate_file(args.file) if args.file else load_catalog(args.catalog)
     counts = {"accelerators": len(cat.accelerators), "systems": len(cat.systems),
@@ -216,7 +216,7 @@ def _run_validate(args: argparse.Namespace) -> int:
 
 
 def _run_models(args: argparse.Namespace) -> int:
-    from ..report import dumps, table
+    from ..report.fmt import dumps, table
 
     cat = _load(args)
     recs = []

@@ -118,8 +118,8 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report import dumps
-    from ..report_estimate import render
+    from ..report.estimate import render
+    from ..report.fmt import dumps
 
     result = build(args)
     print(dumps(result) if args.json else render(result))

@@ -186,8 +186,8 @@ class _Progress:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report import dumps
-    from ..report_plan import render
+    from ..report.fmt import dumps
+    from ..report.plan import render
     from ..search.plan import search
 
     t0 = time.perf_counter()

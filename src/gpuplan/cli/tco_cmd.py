@@ -379,7 +379,7 @@ def scenario_answer(cat: Any, sc: dict[str, Any], system: Any, acc: Any, own: di
 def run(args: argparse.Namespace) -> int:
     from ..catalog import load_catalog
     from ..errors import ConfigError
-    from ..report import dumps
+    from ..report.fmt import dumps
 
     cat = load_catalog(args.catalog)
     sc = _scenario(cat, args.scenario)
@@ -424,7 +424,7 @@ def dollars(x: float) -> str:
 
 
 def render(rec: dict[str, Any], system: Any, acc: Any, best: dict[str, dict[str, Any]]) -> str:
-    from ..report import table, usd
+    from ..report.fmt import table, usd
 
     out = []
     if "scenario" in rec:
@@ -455,7 +455,7 @@ def render(rec: dict[str, Any], system: Any, acc: Any, best: dict[str, dict[str,
 
 
 def render_cloud(rec: dict[str, Any], best: dict[str, dict[str, Any]]) -> str:
-    from ..report import table
+    from ..report.fmt import table
 
     own = rec["usd_per_gpu_hour"]
     if not rec["cloud"]:
@@ -494,7 +494,7 @@ def render_cloud(rec: dict[str, Any], best: dict[str, dict[str, Any]]) -> str:
 
 
 def render_scenario(s: dict[str, Any]) -> str:
-    from ..report import num, usd
+    from ..report.fmt import num, usd
     from ..units import gib
 
     inp, ans = s["inputs"], s["answer"]

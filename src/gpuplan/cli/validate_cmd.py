@@ -71,13 +71,13 @@ def _payload(results: list[Any]) -> dict[str, Any]:
 
 
 def _fmt(x: float | None) -> str:
-    from ..report import num
+    from ..report.fmt import num
 
     return num(x) if x is not None else "-"
 
 
 def _text(data: dict[str, Any]) -> str:
-    from ..report import num, table
+    from ..report.fmt import num, table
 
     rows = [(r["id"], r["family"], r["metric"].replace("_per_gpu", "/gpu"), num(r["published"]),
              num(r["predicted"]), f"{r['error_pct']:+.1f}%", r["fit"],
@@ -100,7 +100,7 @@ def _text(data: dict[str, Any]) -> str:
 
 
 def _calibration_text(cat: Any) -> str:
-    from ..report import table
+    from ..report.fmt import table
     from ..search.hardware import efficiency_rows
     from ..validation import calibrate
 
@@ -121,7 +121,7 @@ def _calibration_text(cat: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from ..catalog import load_catalog
-    from ..report import dumps
+    from ..report.fmt import dumps
     from ..validation import cross_validate, validate_runs
 
     cat = load_catalog(args.catalog)

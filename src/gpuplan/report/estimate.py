@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .report import num, table, usd
+from .fmt import num, table, usd
 
 
 def render(r: dict[str, Any]) -> str:

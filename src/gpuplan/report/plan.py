@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .report import duration, num, table, usd
+from .fmt import duration, num, table, usd
 
 
 def _layout(p: dict[str, Any]) -> str:
