@@ -12,7 +12,10 @@ TFLOP/s or MFU figure is first turned into tokens/s with the FLOP convention its
 
 Runs whose configuration is not known (``status = excluded``, reason in ``notes``) are predicted
 and printed but kept out of the summary. `calibrate` fits the per-family efficiency constants
-on the rows marked ``fit = fit`` only; the rest are a hold-out (docs/calibration.md).
+on the rows marked ``fit = fit`` only; the rest are a hold-out (docs/calibration.md). A fit
+row must belong to the calibration set (`calibration_set_reason`); every error figure says
+whether it is in-sample (fit rows under the constants fitted on them) or out-of-sample
+(hold-out rows, or any row under leave-one-source-out cross-validation).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class RunResult:
     source_value: float
     bottleneck: str
     efficiency_guess: bool
+    sample: str = "in"  # 'in' if the constants that predicted it were fitted on it, else 'out'
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +70,30 @@ class RunSpec:
 
 def load_runs() -> list[dict[str, str]]:
     return read_package_csv(RUNS_FILE)
+
+
+# The calibration set (../shared/data/README.md, "Which runs may be used to fit model
+# constants"): the runs of the public list (column `public_id` names the run there), plus two
+# groups of llm-foundry benchmark rows the list lacks: sequence length >= 4,096, and MPT-13B on
+# 8 x H100 in BF16. Only rows of this set may be marked `fit`.
+LLMFOUNDRY_SOURCE = "llm-foundry, scripts/train/benchmarking/README.md"
+LONG_CONTEXT_MIN_SEQ = 4096
+
+
+def calibration_set_reason(row: dict[str, str]) -> str:
+    """Why a run may be used to fit constants ('' if it may not): 'public list',
+    'llm-foundry long context' or 'llm-foundry MPT-13B 8xH100 BF16'."""
+    if row.get("public_id", "").strip():
+        return "public list"
+    if LLMFOUNDRY_SOURCE not in row.get("source", ""):
+        return ""
+    if _int(row, "seq_len") >= LONG_CONTEXT_MIN_SEQ:
+        return "llm-foundry long context"
+    mpt13b = (_int(row, "layers"), _int(row, "hidden")) == (40, 5120)  # MPT-13B's yaml
+    if (mpt13b and row.get("gpu") == "h100-sxm" and _int(row, "gpus") == 8
+            and row.get("precision") == "bf16"):
+        return "llm-foundry MPT-13B 8xH100 BF16"
+    return ""
 
 
 def _int(row: dict[str, str], key: str, default: int = 0) -> int:
@@ -150,8 +178,11 @@ def predict(cat: Catalog, rs: RunSpec, eff: Efficiency | None = None) -> tuple[A
 
 
 def validate_runs(cat: Catalog, rows: list[dict[str, str]] | None = None,
-                  efficiency: dict[str, dict[str, float]] | None = None) -> list[RunResult]:
-    """Predict every published run; `efficiency` overrides rows of [efficiency.FAMILY]."""
+                  efficiency: dict[str, dict[str, float]] | None = None,
+                  sample: str | None = None) -> list[RunResult]:
+    """Predict every published run; `efficiency` overrides rows of [efficiency.FAMILY].
+    `sample` labels every result ('out' under cross-validation); by default fit rows are
+    in-sample and the rest out-of-sample."""
     results = []
     for row in rows if rows is not None else load_runs():
         rs = run_spec(cat, row)
@@ -167,7 +198,8 @@ def validate_runs(cat: Catalog, rows: list[dict[str, str]] | None = None,
             status=row.get("status", "known"), fit=row.get("fit", "holdout"),
             source_metric=row["metric"], source_value=float(row["published"]),
             bottleneck=BOTTLENECKS[int(np.asarray(t.bottleneck).ravel()[0])],
-            efficiency_guess=bool(np.asarray(t.efficiency_guess).ravel()[0])))
+            efficiency_guess=bool(np.asarray(t.efficiency_guess).ravel()[0]),
+            sample=sample or ("in" if row.get("fit") == "fit" else "out")))
     return results
 
 
@@ -182,9 +214,12 @@ def _stats(errors: list[float]) -> dict[str, Any]:
 def summary(results: list[RunResult], status: str = "known",
             subset: str = "all") -> dict[str, Any]:
     """Median and worst absolute error overall and per family, over runs with `status`
-    (and `fit` equal to `subset` unless subset is 'all')."""
+    (and `fit` equal to `subset` unless subset is 'all'). `sample` says whether the figure is
+    in-sample ('in'), out-of-sample ('out') or both ('mixed')."""
     chosen = [r for r in results if r.status == status and subset in ("all", r.fit)]
     out = _stats([r.error_pct for r in chosen])
+    kinds = {r.sample for r in chosen}
+    out["sample"] = kinds.pop() if len(kinds) == 1 else "mixed"
     out["per_family"] = {f: _stats([r.error_pct for r in chosen if r.family == f])
                          for f in sorted({r.family for r in chosen})}
     return out
@@ -303,14 +338,21 @@ def _as_overrides(fit: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]
 def cross_validate(cat: Catalog, rows: list[dict[str, str]] | None = None) -> list[RunResult]:
     """Leave-one-source-out: for each publication, refit every family without that
     publication's runs and predict them. Returns one result per known run, each predicted by
-    constants that never saw its source."""
+    constants that never saw its source (sample 'out'; `fit` keeps the row's role in the full
+    fit, so the fit rows' figure is the cross-validation error within the fit set). A source
+    with no fit row leaves the fit unchanged, so the full fit is computed once for all such."""
     rows = rows if rows is not None else load_runs()
     known = [r for r in rows if r.get("status", "known") == "known"]
     results: list[RunResult] = []
+    full: dict[str, dict[str, float]] | None = None
     for group in sorted({source_group(r["id"]) for r in known}):
-        train = [{**r, "fit": "holdout"} if source_group(r["id"]) == group else r for r in rows]
-        fitted = calibrate(cat, train)
         test = [r for r in known if source_group(r["id"]) == group]
-        results += [replace(r, fit="holdout")
-                    for r in validate_runs(cat, test, efficiency=_as_overrides(fitted))]
+        if any(r.get("fit") == "fit" for r in test):
+            train = [{**r, "fit": "holdout"} if source_group(r["id"]) == group else r
+                     for r in rows]
+            eff = _as_overrides(calibrate(cat, train))
+        else:
+            full = full if full is not None else _as_overrides(calibrate(cat, rows))
+            eff = full
+        results += validate_runs(cat, test, efficiency=eff, sample="out")
     return results

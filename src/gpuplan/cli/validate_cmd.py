@@ -13,6 +13,10 @@ EPILOG = """examples:
   gpuplan validate --json
   gpuplan validate --cross-validate # each source predicted by a fit that never saw it
   gpuplan validate --calibrate      # refit the efficiency constants (prints, writes nothing)
+  gpuplan validate --calibrate --json
+
+Every error figure says whether it is in-sample (fit runs, predicted by the constants fitted
+on them), out-of-sample (hold-out runs; every run under --cross-validate) or mixed.
 """
 
 
@@ -50,92 +54,19 @@ def _filter(results: list[Any], family: str | None) -> list[Any]:
     return [r for r in results if r.family == family.lower()]
 
 
-def _payload(results: list[Any]) -> dict[str, Any]:
-    from ..validation import summary
-
-    overall = summary(results)
-    return {
-        "runs": [{"id": r.id, "metric": r.metric, "published": r.published,
-                  "predicted": r.predicted, "error_pct": r.error_pct, "family": r.family,
-                  "gpu": r.gpu, "status": r.status, "fit": r.fit,
-                  "source_metric": r.source_metric, "source_value": r.source_value,
-                  "bottleneck": r.bottleneck, "efficiency_guess": r.efficiency_guess}
-                 for r in results],
-        "n": overall["n"],
-        "median_abs_error_pct": overall["median_abs_error_pct"],
-        "worst_abs_error_pct": overall["worst_abs_error_pct"],
-        "per_family": overall["per_family"],
-        "holdout": summary(results, subset="holdout"),
-        "excluded": [r.id for r in results if r.status != "known"],
-    }
-
-
-def _fmt(x: float | None) -> str:
-    from ..report.fmt import num
-
-    return num(x) if x is not None else "-"
-
-
-def _text(data: dict[str, Any]) -> str:
-    from ..report.fmt import num, table
-
-    rows = [(r["id"], r["family"], r["metric"].replace("_per_gpu", "/gpu"), num(r["published"]),
-             num(r["predicted"]), f"{r['error_pct']:+.1f}%", r["fit"],
-             "" if r["status"] == "known" else "excluded") for r in data["runs"]]
-    out = [table(rows, ("run", "family", "metric", "published", "predicted", "error", "used as",
-                        "note"), align="llrrrrll")]
-    fam_rows = [(f, s["n"], f"{_fmt(s['median_abs_error_pct'])}%",
-                 f"{_fmt(s['worst_abs_error_pct'])}%") for f, s in data["per_family"].items()]
-    fam_rows.append(("all", data["n"], f"{_fmt(data['median_abs_error_pct'])}%",
-                     f"{_fmt(data['worst_abs_error_pct'])}%"))
-    h = data["holdout"]
-    fam_rows.append(("hold-out only", h["n"], f"{_fmt(h['median_abs_error_pct'])}%",
-                     f"{_fmt(h['worst_abs_error_pct'])}%"))
-    out += ["", "absolute error over runs with a known configuration:",
-            table(fam_rows, ("family", "runs", "median", "worst"), align="lrrr")]
-    if data["excluded"]:
-        out.append(f"excluded (configuration unknown, see notes in published_runs.csv): "
-                   f"{', '.join(data['excluded'])}")
-    return "\n".join(out)
-
-
-def _calibration_text(cat: Any) -> str:
-    from ..report.fmt import table
-    from ..search.hardware import efficiency_rows
-    from ..validation import calibrate
-
-    rows: list[tuple[str, str, str, str]] = []
-    current = efficiency_rows(cat)
-    for family, fit in calibrate(cat).items():
-        now = current.get(family, {})
-        for k in ("matmul_max", "half_dim", "layer_overhead_s", "fp8_ratio"):
-            if k not in fit:
-                continue
-            cur = now.get("layer_overhead_us", 0.0) * 1e-6 if k == "layer_overhead_s" \
-                else now.get(k)
-            rows.append((family, k, f"{fit[k]:.6g}", "-" if cur is None else f"{cur:.6g}"))
-        rows.append((family, "rms log error", f"{fit['rms_log_error']:.3f}",
-                     f"({fit['runs']} runs)"))
-    return table(rows, ("family", "constant", "fitted", "catalog"), align="llrr")
-
-
 def run(args: argparse.Namespace) -> int:
     from ..catalog import load_catalog
+    from ..report import validation as rv
     from ..report.fmt import dumps
-    from ..validation import cross_validate, validate_runs
+    from ..search.hardware import efficiency_rows
+    from ..validation import calibrate, cross_validate, validate_runs
 
     cat = load_catalog(args.catalog)
     if args.calibrate:
-        print(_calibration_text(cat))
+        data = rv.calibration_to_json(calibrate(cat), efficiency_rows(cat))
+        print(dumps(data) if args.json else rv.render_calibration(data))
         return 0
     results = cross_validate(cat) if args.cross_validate else validate_runs(cat)
-    data = _payload(_filter(results, args.family))
-    data["mode"] = "leave-one-source-out" if args.cross_validate else "catalog constants"
-    if args.json:
-        print(dumps(data))
-    else:
-        if args.cross_validate:
-            print("leave-one-source-out: every run predicted by constants fitted without its "
-                  "source (column 'used as' is ignored)\n")
-        print(_text(data))
+    data = rv.to_json(_filter(results, args.family), cross_validated=args.cross_validate)
+    print(dumps(data) if args.json else rv.render_text(data))
     return 0

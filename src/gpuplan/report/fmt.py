@@ -74,3 +74,10 @@ def duration(days: float | None) -> str:
     if days >= 1:
         return f"{days:,.1f} d"
     return f"{days * 24:,.1f} h"
+
+
+def pct(x: float | None, digits: int = 1) -> str:
+    """A percentage with a fixed number of decimals: 11.27 -> '11.3%' (None -> '-')."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    return f"{x:.{digits}f}%"

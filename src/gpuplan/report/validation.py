@@ -1,0 +1,110 @@
+"""Text and JSON for `gpuplan validate` (L5).
+
+Every error figure carries its sample: in-sample (fit rows predicted by the constants fitted on
+them), out-of-sample (hold-out rows, or any row under leave-one-source-out cross-validation) or
+mixed (both together). Percentages are printed with one decimal (`fmt.pct`), the precision
+docs/calibration.md quotes them at.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..validation import RunResult, summary
+from .fmt import num, pct, table
+
+MODES = {False: "catalog constants", True: "leave-one-source-out"}
+SAMPLE_WORDS = {"in": "in-sample", "out": "out-of-sample", "mixed": "mixed in/out-of-sample"}
+
+
+def to_json(results: list[RunResult], cross_validated: bool = False) -> dict[str, Any]:
+    """Per-run results and the error summaries; the top-level median and worst are over every
+    known run (`sample` says which kind), `fit_rows` and `holdout` split them."""
+    overall = summary(results)
+    return {
+        "mode": MODES[cross_validated],
+        "runs": [{"id": r.id, "metric": r.metric, "published": r.published,
+                  "predicted": r.predicted, "error_pct": r.error_pct, "family": r.family,
+                  "gpu": r.gpu, "status": r.status, "fit": r.fit, "sample": r.sample,
+                  "source_metric": r.source_metric, "source_value": r.source_value,
+                  "bottleneck": r.bottleneck, "efficiency_guess": r.efficiency_guess}
+                 for r in results],
+        "n": overall["n"],
+        "median_abs_error_pct": overall["median_abs_error_pct"],
+        "worst_abs_error_pct": overall["worst_abs_error_pct"],
+        "sample": overall["sample"],
+        "per_family": overall["per_family"],
+        "fit_rows": summary(results, subset="fit"),
+        "holdout": summary(results, subset="holdout"),
+        "excluded": [r.id for r in results if r.status != "known"],
+    }
+
+
+def _cells(s: dict[str, Any] | None) -> tuple[str, str, str]:
+    if not s or not s["n"]:
+        return "0", "-", "-"
+    return str(s["n"]), pct(s["median_abs_error_pct"]), pct(s["worst_abs_error_pct"])
+
+
+def _summary_table(data: dict[str, Any]) -> str:
+    fit, held = data["fit_rows"], data["holdout"]
+    families = sorted(set(fit["per_family"]) | set(held["per_family"]))
+    rows = [(f, *_cells(fit["per_family"].get(f)), *_cells(held["per_family"].get(f)),
+             *_cells(data["per_family"].get(f))) for f in families]
+    rows.append(("all", *_cells(fit), *_cells(held), *_cells(data)))
+    head = ("family", "fit runs", "median", "worst", "hold-out", "median", "worst",
+            "all runs", "median", "worst")
+    return table(rows, head, align="lrrrrrrrrr")
+
+
+def render_text(data: dict[str, Any]) -> str:
+    rows = [(r["id"], r["family"], r["metric"].replace("_per_gpu", "/gpu"), num(r["published"]),
+             num(r["predicted"]), f"{r['error_pct']:+.1f}%", r["fit"],
+             "" if r["status"] == "known" else "excluded") for r in data["runs"]]
+    out = []
+    if data["mode"] == MODES[True]:
+        out.append("leave-one-source-out: every run predicted by constants fitted without its "
+                   "source, so every figure is out-of-sample ('used as' is the row's role in "
+                   "the full fit)\n")
+    out.append(table(rows, ("run", "family", "metric", "published", "predicted", "error",
+                            "used as", "note"), align="llrrrrll"))
+    words = {k: SAMPLE_WORDS[data[k]["sample"] if k != "all" else data["sample"]]
+             for k in ("fit_rows", "holdout", "all") if k == "all" or data[k]["n"]}
+    out += ["", "|error| over runs with a known configuration -- "
+            + "; ".join(f"{name}: {words[k]}" for k, name in
+                        (("fit_rows", "fit runs"), ("holdout", "hold-out runs"),
+                         ("all", "all runs")) if k in words),
+            _summary_table(data)]
+    if data["excluded"]:
+        out.append(f"excluded (configuration unknown, see notes in published_runs.csv): "
+                   f"{', '.join(data['excluded'])}")
+    return "\n".join(out)
+
+
+CONSTANTS = ("matmul_max", "half_dim", "layer_overhead_s", "attention_ratio", "fp8_ratio")
+
+
+def calibration_to_json(fit: dict[str, dict[str, Any]],
+                        current: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Refitted constants beside the catalog's; the RMS log error is in-sample (over the fit
+    rows the constants were fitted on)."""
+    fams = {}
+    for family, f in fit.items():
+        now = current.get(family, {})
+        catalog = {k: (now.get("layer_overhead_us", 0.0) * 1e-6 if k == "layer_overhead_s"
+                       else now.get(k)) for k in CONSTANTS if k in f}
+        fams[family] = {"fitted": {k: f[k] for k in CONSTANTS if k in f}, "catalog": catalog,
+                        "rms_log_error": f["rms_log_error"], "runs": f["runs"],
+                        "sample": "in"}
+    return {"families": fams}
+
+
+def render_calibration(data: dict[str, Any]) -> str:
+    rows: list[tuple[str, str, str, str]] = []
+    for family, f in data["families"].items():
+        for k, v in f["fitted"].items():
+            cur = f["catalog"].get(k)
+            rows.append((family, k, f"{v:.6g}", "-" if cur is None else f"{cur:.6g}"))
+        rows.append((family, "rms log error (in-sample)", num(f["rms_log_error"]),
+                     f"({f['runs']} fit runs)"))
+    return table(rows, ("family", "constant", "fitted", "catalog"), align="llrr")
