@@ -1,0 +1,199 @@
+"""Honest calibration (issue #16): the fit set follows the documented rule, targets are judged
+out of sample only, and the figures quoted in docs/calibration.md and README.md are the ones
+`gpuplan validate --json` computes, to the printed decimal."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gpuplan.catalog import load_catalog
+from gpuplan.report.fmt import pct
+from gpuplan.report.validation import to_json
+from gpuplan.validation import (
+    calibration_set_reason,
+    cross_validate,
+    load_runs,
+    summary,
+    validate_runs,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+# The issue's "done when" (#4), over GPU runs with a known configuration, out of sample.
+MEDIAN_TARGET_PCT = 10.0
+WORST_TARGET_PCT = 25.0
+
+# Today's out-of-sample figures, as the strict xfails below state them (one decimal, as
+# `validate` prints them); test_stated_figures_are_current keeps these honest.
+NOW = {
+    ("holdout", "median"): "11.3%", ("holdout", "worst"): "184.2%",
+    ("cv", "median"): "13.9%", ("cv", "worst"): "172.7%",
+}
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return load_catalog()
+
+
+@pytest.fixture(scope="module")
+def results(cat):
+    return validate_runs(cat)
+
+
+@pytest.fixture(scope="module")
+def cv(cat):
+    return cross_validate(cat)
+
+
+# --- the fit set ------------------------------------------------------------------------------
+
+def test_every_fit_row_is_in_the_calibration_set():
+    """../shared/data/README.md: the calibration set is the public list (column public_id), plus
+    llm-foundry's benchmark rows at sequence >= 4,096 and MPT-13B on 8 x H100 BF16. A `fit` row
+    outside it would make the fit drift from the documented rule."""
+    outside = [r["id"] for r in load_runs() if r["fit"] == "fit" and not calibration_set_reason(r)]
+    assert not outside, f"fit rows outside the calibration set: {outside}"
+
+
+def test_the_calibration_rule_sorts_known_rows():
+    """The rule is not vacuous: it names why each of these rows is or is not in the set."""
+    rows = {r["id"]: r for r in load_runs()}
+    expect = {
+        "megatron2021-1.7b-32": "public list",
+        "llmfoundry-mpt7b-8xh100-sxm-bf16-s65536": "llm-foundry long context",
+        "llmfoundry-mpt13b-8xh100-sxm-bf16": "llm-foundry MPT-13B 8xH100 BF16",
+        "llmfoundry-mpt30b-8xa100-80gb-bf16-s2048": "",  # long-context table, but 2,048 tokens
+        "llmfoundry-mpt7b-8xh100-sxm-bf16": "",  # 8 x H100 BF16 at 2k, but MPT-7B
+        "mbridge2509-h100-llama3-8b-8-fp8": "",  # NVIDIA's per-release tables: validation only
+    }
+    assert {k: calibration_set_reason(rows[k]) for k in expect} == expect
+
+
+def test_public_ids_name_one_run_each():
+    ids = [r["public_id"] for r in load_runs() if r["public_id"]]
+    assert len(ids) == len(set(ids)) == 50  # 50 of our runs are runs of the public list
+    assert all(re.fullmatch(r"[A-Za-z0-9][\w.\-]*", i) for i in ids)
+
+
+# --- targets, out of sample only ----------------------------------------------------------------
+
+def test_stated_figures_are_current(results, cv):
+    """The figures the xfail reasons below state are the ones computed today."""
+    held, loso = summary(results, subset="holdout"), summary(cv)
+    assert held["sample"] == loso["sample"] == "out"
+    got = {("holdout", "median"): held["median_abs_error_pct"],
+           ("holdout", "worst"): held["worst_abs_error_pct"],
+           ("cv", "median"): loso["median_abs_error_pct"],
+           ("cv", "worst"): loso["worst_abs_error_pct"]}
+    assert {k: pct(v) for k, v in got.items()} == NOW
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    f"not met out of sample: median |error| {NOW['holdout', 'median']} over the 201 hold-out "
+    "runs (B200 MoE and GB300 runs from NVIDIA's per-release tables; docs/calibration.md)"))
+def test_hold_out_median_meets_the_target(results):
+    s = summary(results, subset="holdout")
+    assert s["n"] >= 150 and s["sample"] == "out"
+    assert s["median_abs_error_pct"] <= MEDIAN_TARGET_PCT
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    f"not met out of sample: worst |error| {NOW['holdout', 'worst']} over the hold-out runs "
+    "(Qwen3-30B-A3B MXFP8 on 8 B200, release 25.11; the same layout ran ~2x faster in 25.09)"))
+def test_hold_out_worst_meets_the_target(results):
+    assert summary(results, subset="holdout")["worst_abs_error_pct"] <= WORST_TARGET_PCT
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    f"not met out of sample: leave-one-source-out median |error| {NOW['cv', 'median']} over "
+    "all 229 known runs (each source predicted by constants refitted without it)"))
+def test_cross_validated_median_meets_the_target(cv):
+    s = summary(cv)
+    assert s["n"] >= 200 and s["sample"] == "out"
+    assert s["median_abs_error_pct"] <= MEDIAN_TARGET_PCT
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    f"not met out of sample: leave-one-source-out worst |error| {NOW['cv', 'worst']} "
+    "(Qwen3-30B-A3B MXFP8 on 8 B200, release 26.02)"))
+def test_cross_validated_worst_meets_the_target(cv):
+    assert summary(cv)["worst_abs_error_pct"] <= WORST_TARGET_PCT
+
+
+def test_cross_validation_predicts_each_source_without_its_own_runs(results, cv):
+    """Leave-one-source-out returns every known run once, all out of sample; a source that fed
+    the fit gets a different prediction once it is left out (so the refit excluded it)."""
+    by_id = {r.id: r for r in cv}
+    known = {r.id: r for r in results if r.status == "known"}
+    assert set(by_id) == set(known) and len(cv) == len(known)
+    assert all(r.sample == "out" for r in cv)
+    assert {i for i, r in by_id.items() if r.fit == "fit"} == {
+        i for i, r in known.items() if r.fit == "fit"}
+    assert by_id["megatron2021-1.7b-32"].predicted != known["megatron2021-1.7b-32"].predicted
+    # a source with no fit run is predicted by the full refit, as the catalog does
+    assert by_id["mbridge2509-h100-llama3-8b-8-fp8"].predicted == pytest.approx(
+        known["mbridge2509-h100-llama3-8b-8-fp8"].predicted, rel=0.02)
+
+
+def test_coarse_moe_fit_run_holds_under_cross_validation(cv):
+    """Regression guard, out of sample and within the fit set (replacing a guard on a hold-out
+    row by id): the 25.11 GB200 DeepSeek-V3 FP8 fit run, predicted by constants refitted
+    without its source, stays within 10% (today -6.0%)."""
+    run = next(r for r in cv if r.id == "mbridge2511-gb200-deepseekv3-256-fp8")
+    assert run.fit == "fit" and abs(run.error_pct) < 10.0
+
+
+# --- the figures the documents quote ------------------------------------------------------------
+
+def _figures(results, cv) -> dict[str, tuple[str, int, str, str]]:
+    """label -> (sample, runs, median, worst) as `validate --json` computes and prints them."""
+    out = {}
+    for mode, data in (("catalog constants", to_json(results)),
+                       ("leave-one-source-out", to_json(cv, cross_validated=True))):
+        for key, what in (("fit_rows", "fit runs"), ("holdout", "hold-out runs"),
+                          (None, "all known runs")):
+            s = data[key] if key else data
+            word = {"in": "in-sample", "out": "out-of-sample", "mixed": "mixed"}[s["sample"]]
+            out[f"{what}, {mode}"] = (word, s["n"], pct(s["median_abs_error_pct"]),
+                                      pct(s["worst_abs_error_pct"]))
+    return out
+
+
+TABLE_ROW = re.compile(r"^\| ([^|]+?) \| (in-sample|out-of-sample|mixed) \| (\d+) \| "
+                       r"([\d.]+%) \| ([\d.]+%) \|$", re.M)
+
+
+def test_calibration_doc_figures_match_validate(results, cv):
+    """docs/calibration.md's current-figures table (between the validate-figures markers)
+    quotes every summary `validate --json` and `validate --cross-validate --json` print, each
+    with its sample, to the decimal."""
+    text = (ROOT / "docs" / "calibration.md").read_text(encoding="utf-8")
+    start, end = text.index("<!-- validate-figures -->"), text.index("<!-- /validate-figures -->")
+    text = text[start:end]
+    quoted = {m[1]: (m[2], int(m[3]), m[4], m[5]) for m in TABLE_ROW.finditer(text)}
+    assert quoted == _figures(results, cv)
+
+
+README_OUT = re.compile(r"out of sample, the median \|error\| is ([\d.]+%) over the (\d+) "
+                        r"hold-out runs \(worst ([\d.]+%)\) and ([\d.]+%) under "
+                        r"leave-one-source-out cross-validation over all (\d+) known runs "
+                        r"\(worst ([\d.]+%)\); in-sample, over the (\d+) fit runs, ([\d.]+%) "
+                        r"\(worst ([\d.]+%)\)")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "README.md still quotes the partly in-sample 8.6% subset figure: the lead replaces that "
+    "paragraph with the text proposed in the #16 report, then removes this marker"))
+def test_readme_figures_match_validate(results, cv):
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    m = README_OUT.search(text)
+    assert m, "README.md states no out-of-sample figure in the expected sentence"
+    f = _figures(results, cv)
+    held = f["hold-out runs, catalog constants"]
+    loso = f["all known runs, leave-one-source-out"]
+    fit = f["fit runs, catalog constants"]
+    assert m.groups() == (held[2], str(held[1]), held[3], loso[2], str(loso[1]), loso[3],
+                          str(fit[1]), fit[2], fit[3])
