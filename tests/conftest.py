@@ -17,17 +17,6 @@ settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-
-
-def shared_data(name: str) -> Path:
-    """A reference file in ../shared/data; skips the test when that folder is absent."""
-    path = SHARED / "data" / name
-    if not path.exists():
-        pytest.skip(f"reference data {name} not available (../shared/data is absent)")
-    return path
-
-
 @pytest.fixture
 def run_cli(capsys):
     """Run the CLI in-process: returns (exit code, stdout, stderr)."""
