@@ -184,9 +184,6 @@ README_OUT = re.compile(r"out of sample, the median \|error\| is ([\d.]+%) over 
                         r"\(worst ([\d.]+%)\)")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "README.md still quotes the partly in-sample 8.6% subset figure: the lead replaces that "
-    "paragraph with the text proposed in the #16 report, then removes this marker"))
 def test_readme_figures_match_validate(results, cv):
     text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     m = README_OUT.search(text)
