@@ -1,0 +1,221 @@
+"""One view of a plan row or an estimate, as every exporter needs it (L5).
+
+Exporters read the JSON record that `gpuplan plan --json` (one row of `plans`) or
+`gpuplan estimate --json` prints -- the `--json` contract -- so a saved result exports the same
+way as a fresh one. `job_of` flattens both shapes into a frozen `Job`; `header` writes the
+provenance every output starts with (gpuplan version, where the record came from, the
+predicted step time, days and cost).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..catalog import Catalog, load_catalog
+from ..errors import ConfigError, GpuplanError
+from ..report.fmt import duration, num, usd
+from ..spec import ModelSpec, Offer
+
+# record keys of the plan row; an estimate keeps the layout ones under "layout"
+_LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "global_batch",
+                "seq_len", "recompute", "precision", "optimizer", "sp", "flash", "offload")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    """What a launcher needs: model, hardware, layout, and the prediction it rests on."""
+
+    model_id: str
+    model: ModelSpec | None  # None when the record names no catalog preset
+    gpu: str
+    gpus: int
+    nodes: int
+    gpus_per_node: int
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    ep: int
+    vpp: int
+    zero: int
+    micro_batch: int
+    global_batch: int
+    seq_len: int
+    recompute: str
+    precision: str
+    sp: bool
+    offload: bool
+    architecture: str  # accelerator architecture ('hopper', 'blackwell', ...), '' if unknown
+    offer: Offer | None
+    system: str
+    pricing: str
+    tokens: float | None
+    step_time_s: float | None
+    days: float | None
+    cost_usd: float | None
+    mfu: float | None
+    memory_gib_per_gpu: float | None
+
+    @property
+    def grad_accum(self) -> int:
+        """Micro-batches per replica per optimizer step (global = micro x accum x dp)."""
+        return max(1, self.global_batch // (self.micro_batch * self.dp))
+
+    @property
+    def steps(self) -> int | None:
+        if not self.tokens:
+            return None
+        return math.ceil(self.tokens / (self.global_batch * self.seq_len))
+
+    @property
+    def params(self) -> int | None:
+        return self.model.total_params() if self.model else None
+
+
+def _int(rec: dict[str, Any], key: str, default: int | None = None) -> int:
+    value = rec.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise ConfigError(f"the record's '{key}' must be a whole number, got {value!r}; "
+                          "export a result that `gpuplan plan --json` or "
+                          "`gpuplan estimate --json` wrote")
+    return int(value)
+
+
+def _flat(record: dict[str, Any]) -> dict[str, Any]:
+    """An estimate keeps its layout under 'layout' and its platform id under 'platform'."""
+    rec = dict(record)
+    if isinstance(record.get("layout"), dict):
+        rec.update({k: v for k, v in record["layout"].items() if k in _LAYOUT_KEYS})
+        rec.setdefault("time_to_train_days", record.get("time_to_train_days"))
+        rec.setdefault("memory_gib_per_gpu", (record.get("memory_gib") or {}).get("total"))
+    return rec
+
+
+def _platform(cat: Catalog, rec: dict[str, Any]) -> tuple[Offer | None, str]:
+    """(cloud offer, system id) the record ran on; either may be absent."""
+    offer_id = rec.get("offer")
+    system = rec.get("system") or ""
+    plat = rec.get("platform")
+    if not offer_id and isinstance(plat, str) and not system:  # estimate: an id
+        if plat in cat.offers:
+            offer_id = plat
+        elif plat in cat.systems:
+            system = plat
+    offer = None
+    if offer_id:
+        try:
+            offer = cat.offer(offer_id)
+        except GpuplanError:  # an offer from an overlay this export was not given
+            offer = None
+    return offer, system
+
+
+def job_of(record: dict[str, Any], catalog: Catalog | None = None) -> Job:
+    """The record (a plan row with 'model'/'tokens' merged in, or an estimate) as a Job."""
+    cat = catalog or load_catalog()
+    rec = _flat(record)
+    for key in ("gpu", "gpus", "tp", "pp", "dp", "micro_batch", "global_batch", "seq_len"):
+        if rec.get(key) is None:
+            raise ConfigError(f"the record has no '{key}'; export a plan row or an estimate "
+                              "that gpuplan wrote with --json")
+    model_id = str(rec.get("model") or "")
+    try:
+        model = cat.model(model_id) if model_id else None
+    except GpuplanError:
+        model = None
+    offer, system = _platform(cat, rec)
+    gpus = _int(rec, "gpus")
+    per_node = rec.get("gpus_per_node") or (offer.count if offer else 0)
+    nodes = rec.get("nodes") or (math.ceil(gpus / per_node) if per_node else 1)
+    per_node = per_node or gpus // nodes
+    try:
+        arch = cat.accelerator(str(rec["gpu"])).architecture.lower()
+    except GpuplanError:
+        arch = ""
+    tp = _int(rec, "tp")
+    return Job(
+        model_id=model_id, model=model, gpu=str(rec["gpu"]), gpus=gpus, nodes=int(nodes),
+        gpus_per_node=int(per_node), tp=tp, pp=_int(rec, "pp"), dp=_int(rec, "dp"),
+        cp=_int(rec, "cp", 1), ep=_int(rec, "ep", 1), vpp=_int(rec, "vpp", 1),
+        zero=_int(rec, "zero", 0), micro_batch=_int(rec, "micro_batch"),
+        global_batch=_int(rec, "global_batch"), seq_len=_int(rec, "seq_len"),
+        recompute=str(rec.get("recompute") or "none"),
+        precision=str(rec.get("precision") or "bf16"),
+        sp=bool(rec.get("sp", tp > 1)) and tp > 1, offload=bool(rec.get("offload", False)),
+        architecture=arch, offer=offer, system=str(system),
+        pricing=str(rec.get("pricing") or ""), tokens=rec.get("tokens"),
+        step_time_s=rec.get("step_time_s"), days=rec.get("time_to_train_days"),
+        cost_usd=rec.get("cost_usd"), mfu=rec.get("mfu"),
+        memory_gib_per_gpu=rec.get("memory_gib_per_gpu"))
+
+
+def estimate_command(job: Job) -> str:
+    """The `gpuplan estimate` line that reproduces the record's prediction."""
+    parts = ["gpuplan estimate", f"--model {job.model_id or 'MODEL'}", f"--gpu {job.gpu}",
+             f"--gpus {job.gpus}"]
+    for name in ("tp", "pp", "cp", "ep", "vpp"):
+        if getattr(job, name) > 1:
+            parts.append(f"--{name} {getattr(job, name)}")
+    parts += [f"--zero {job.zero}", f"--micro-batch {job.micro_batch}",
+              f"--global-batch {job.global_batch}", f"--seq-len {job.seq_len}",
+              f"--precision {job.precision}", f"--recompute {job.recompute}"]
+    if job.offload:
+        parts.append("--offload")
+    if job.tokens:
+        parts.append(f"--tokens {job.tokens:.6g}")
+    if job.offer:
+        parts.append(f"--offer {job.offer.id}")
+    elif job.system:
+        parts.append(f"--system {job.system}")
+    if job.pricing:
+        parts.append(f"--pricing {job.pricing}")
+    return " ".join(parts)
+
+
+def header(job: Job, source: dict[str, Any]) -> list[str]:
+    """Provenance lines (without a comment marker): version, origin, prediction."""
+    from .. import __version__
+
+    where = job.offer.id if job.offer else (job.system or "unspecified platform")
+    lines = [
+        f"generated by gpuplan {__version__} from {source.get('from', 'a gpuplan result')}",
+        f"model {job.model_id or '(custom shape)'}, "
+        + (f"{num(job.tokens)} tokens, " if job.tokens else "")
+        + f"{job.gpus} x {job.gpu} on {job.nodes} node(s) ({where}"
+        + (f", {job.pricing})" if job.pricing else ")"),
+    ]
+    pred = []
+    if job.step_time_s is not None:
+        pred.append(f"step {num(job.step_time_s)} s")
+    if job.days is not None:
+        pred.append(f"{duration(job.days)} to train")
+    if job.cost_usd is not None:
+        pred.append(f"{usd(job.cost_usd)}")
+    if job.mfu is not None:
+        pred.append(f"MFU {job.mfu:.0%}")
+    if job.memory_gib_per_gpu is not None:
+        pred.append(f"{num(job.memory_gib_per_gpu)} GiB/GPU")
+    if pred:
+        lines.append("predicted: " + ", ".join(pred) + " (an estimate; measure the first steps)")
+    lines.append("reproduce: " + estimate_command(job))
+    return lines
+
+
+def commented(lines: list[str], mark: str = "#") -> str:
+    return "\n".join(f"{mark} {ln}".rstrip() for ln in lines)
+
+
+def uneven_stages(layers: int, pp: int) -> tuple[int, int] | None:
+    """(first, last) stage sizes that let `layers` split over `pp` stages when they do not
+    divide evenly: middle stages get ceil(layers/pp), the first and last share the rest
+    (they also hold the embedding and the LM head). None when no such split exists."""
+    if pp < 2 or layers % pp == 0:
+        return None
+    middle = math.ceil(layers / pp)
+    rest = layers - middle * (pp - 2)
+    first = rest // 2
+    if first < 1 or rest - first < 1:
+        return None
+    return first, rest - first

@@ -1,0 +1,82 @@
+"""DeepSpeed JSON config and launcher line for a plan (L5).
+
+The output is a shell script: it writes `ds_config.json` (keys of DeepSpeed's config:
+train_batch_size = micro x accumulation x data-parallel size, zero_optimization, bf16/fp16,
+activation_checkpointing) and then starts the `deepspeed` launcher. JSON has no comments, so
+what DeepSpeed cannot express from its config (FP8, pipeline stages, context parallelism,
+experts) is said in the script's comments.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ._job import Job, commented, header, job_of
+
+CONFIG_FILE = "ds_config.json"
+JSON_MARK = "GPUPLAN_DS_CONFIG"
+
+
+def config(job: Job) -> tuple[dict[str, Any], list[str]]:
+    """The DeepSpeed config dict and notes on what it cannot express."""
+    notes: list[str] = []
+    zero: dict[str, Any] = {"stage": job.zero, "overlap_comm": True,
+                            "contiguous_gradients": True}
+    if job.offload:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+        if job.zero == 0:
+            notes.append("optimizer offload needs ZeRO stage 1 or more")
+    cfg: dict[str, Any] = {
+        "train_batch_size": job.global_batch,
+        "train_micro_batch_size_per_gpu": job.micro_batch,
+        "gradient_accumulation_steps": job.grad_accum,
+        "gradient_clipping": 1.0,
+        "zero_optimization": zero,
+    }
+    if job.precision in ("bf16", "fp8"):
+        cfg["bf16"] = {"enabled": True}
+    elif job.precision == "fp16":
+        cfg["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16}
+    if job.precision == "fp8":
+        notes.append("FP8 is not a DeepSpeed config option: use Transformer Engine layers in "
+                     "the model (bf16 is set for the rest)")
+    if job.recompute != "none":
+        cfg["activation_checkpointing"] = {
+            "partition_activations": job.tp > 1, "contiguous_memory_optimization": False,
+            "cpu_checkpointing": False}
+        if job.recompute == "selective":
+            notes.append("selective recompute is chosen in the model code; the config's "
+                         "activation_checkpointing applies where the model calls "
+                         "deepspeed.checkpointing.checkpoint")
+    if job.tp > 1:
+        cfg["tensor_parallel"] = {"autotp_size": job.tp}
+        notes.append(f"TP {job.tp} via AutoTP training (tensor_parallel.autotp_size, DeepSpeed "
+                     ">= 0.16.4) or Megatron-DeepSpeed's mpu")
+    if job.pp > 1:
+        notes.append(f"PP {job.pp}: wrap the model in deepspeed.pipe.PipelineModule with "
+                     f"num_stages={job.pp}" + (" (ZeRO-3 does not combine with it)"
+                                               if job.zero == 3 else ""))
+    if job.cp > 1:
+        notes.append(f"context parallel {job.cp}: DeepSpeed-Ulysses sequence parallelism "
+                     "is set up in the model code, not in this config")
+    if job.ep > 1:
+        notes.append(f"expert parallel {job.ep}: deepspeed.moe.layer.MoE(ep_size={job.ep}) in "
+                     "the model code")
+    return cfg, notes
+
+
+def launcher(job: Job) -> str:
+    return (f"deepspeed --num_nodes {job.nodes} --num_gpus {job.gpus_per_node} "
+            f"--hostfile hostfile train.py --deepspeed --deepspeed_config {CONFIG_FILE}")
+
+
+def render(record: dict[str, Any], *, source: dict[str, Any]) -> str:
+    job = job_of(record)
+    cfg, notes = config(job)
+    top = ["DeepSpeed config and launch"] + header(job, source)
+    top += [f"note: {n}" for n in notes]
+    top.append(f"hostfile: one line per node, 'HOSTNAME slots={job.gpus_per_node}'")
+    body = json.dumps(cfg, indent=2)
+    return (commented(top) + f"\ncat > {CONFIG_FILE} <<'{JSON_MARK}'\n{body}\n{JSON_MARK}\n"
+            + launcher(job) + "\n")

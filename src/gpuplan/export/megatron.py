@@ -1,0 +1,158 @@
+"""Megatron-LM / NeMo (Megatron Core) arguments for a plan (L5).
+
+Flag names follow megatron/training/arguments.py and the config dataclasses it builds flags from
+(TransformerConfig, ModelParallelConfig, TrainingConfig: field `x_y` -> `--x-y`), as of
+Megatron-LM main in 2026. The output is a bash array, `MEGATRON_ARGS=( ... )`, for
+`pretrain_gpt.py`; `gpuplan export --target torchrun` or `--target slurm` wraps it in a launch.
+
+Mapping from the plan:
+- ZeRO 1 and 2 -> `--use-distributed-optimizer` (Megatron shards the optimizer state and
+  reduce-scatters gradients); ZeRO 3 -> Megatron-FSDP, sharding strategy optim_grads_params.
+- recompute selective -> granularity selective (core attention); full -> full, uniform, 1 layer.
+- FP8 -> `--fp8-format hybrid` with the delayed-scaling recipe, or MXFP8 on Blackwell.
+- Layers that do not divide by the pipeline size -> uneven first and last stages.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ._job import Job, commented, header, job_of, uneven_stages
+
+LAUNCH_HINT = "launch: gpuplan export --from RESULT.json --target torchrun (or slurm)"
+
+
+def _model_args(job: Job) -> tuple[list[tuple[str, Any]], list[str]]:
+    m = job.model
+    if m is None:
+        return [], [f"model '{job.model_id}' is not a catalog preset: add --num-layers, "
+                    "--hidden-size, --num-attention-heads, --ffn-hidden-size, --vocab-size"]
+    args: list[tuple[str, Any]] = [
+        ("--num-layers", m.layers), ("--hidden-size", m.hidden),
+        ("--num-attention-heads", m.heads), ("--ffn-hidden-size", m.ffn),
+    ]
+    notes = []
+    if m.kv_heads < m.heads:
+        args += [("--group-query-attention", None), ("--num-query-groups", m.kv_heads)]
+    if m.head_dim and not m.is_mla:
+        args.append(("--kv-channels", m.head_dim))
+    args += [("--vocab-size", m.vocab),
+             ("--max-position-embeddings", max(m.max_seq_len, job.seq_len))]
+    if m.mlp == "swiglu":
+        args += [("--swiglu", None), ("--normalization", "RMSNorm"),
+                 ("--position-embedding-type", "rope"), ("--disable-bias-linear", None)]
+        notes.append("assumed Llama-style blocks (RMSNorm, RoPE, no biases): the preset does "
+                     "not record them")
+    if not m.tied_embeddings:
+        args.append(("--untie-embeddings-and-output-weights", None))
+    if m.is_mla:
+        args += [("--multi-latent-attention", None), ("--kv-lora-rank", m.kv_lora_rank),
+                 ("--qk-head-dim", m.d_head), ("--qk-pos-emb-head-dim", m.rope_head_dim),
+                 ("--v-head-dim", m.v_head_dim or m.d_head)]
+        if m.q_lora_rank:
+            args.append(("--q-lora-rank", m.q_lora_rank))
+    if m.is_moe:
+        args += [("--num-experts", m.experts), ("--moe-router-topk", m.experts_per_token),
+                 ("--moe-ffn-hidden-size", m.expert_ffn)]
+        if m.shared_experts:
+            args.append(("--moe-shared-expert-intermediate-size",
+                         m.shared_experts * m.expert_ffn))
+        if m.dense_layers:
+            freq = f"([0]*{m.dense_layers}+[1]*{m.layers - m.dense_layers})"
+            args.append(("--moe-layer-freq", freq))
+    return args, notes
+
+
+def _parallel_args(job: Job) -> tuple[list[tuple[str, Any]], list[str]]:
+    args: list[tuple[str, Any]] = [("--tensor-model-parallel-size", job.tp),
+                                   ("--pipeline-model-parallel-size", job.pp)]
+    notes: list[str] = []
+    if job.vpp > 1:
+        args.append(("--num-virtual-stages-per-pipeline-rank", job.vpp))
+    layers = job.model.layers if job.model else 0
+    split = uneven_stages(layers, job.pp) if layers else None
+    if split and job.vpp == 1:
+        args += [("--decoder-first-pipeline-num-layers", split[0]),
+                 ("--decoder-last-pipeline-num-layers", split[1])]
+    elif layers and layers % (job.pp * job.vpp):
+        notes.append(f"{layers} layers do not split over pp*vpp = {job.pp * job.vpp} stages: "
+                     "give --pipeline-model-parallel-layout by hand")
+    if job.cp > 1:
+        args.append(("--context-parallel-size", job.cp))
+    if job.ep > 1:
+        args.append(("--expert-model-parallel-size", job.ep))
+    if job.sp:
+        args.append(("--sequence-parallel", None))
+    if job.zero in (1, 2):
+        args += [("--use-distributed-optimizer", None), ("--overlap-grad-reduce", None),
+                 ("--overlap-param-gather", None)]
+        if job.zero == 2:
+            notes.append("ZeRO-2 maps to the distributed optimizer (optimizer state sharded, "
+                         "gradients reduce-scattered)")
+    elif job.zero == 3:
+        args += [("--use-megatron-fsdp", None),
+                 ("--data-parallel-sharding-strategy", "optim_grads_params")]
+    if job.offload:
+        args.append(("--optimizer-cpu-offload", None))
+        if job.zero == 0:
+            notes.append("--optimizer-cpu-offload needs the distributed optimizer: add "
+                         "--use-distributed-optimizer")
+    return args, notes
+
+
+def _train_args(job: Job) -> tuple[list[tuple[str, Any]], list[str]]:
+    args: list[tuple[str, Any]] = [("--micro-batch-size", job.micro_batch),
+                                   ("--global-batch-size", job.global_batch),
+                                   ("--seq-length", job.seq_len)]
+    if job.tokens:
+        args.append(("--train-samples", math.ceil(job.tokens / job.seq_len)))
+    notes = []
+    if job.recompute == "selective":
+        args += [("--recompute-granularity", "selective"), ("--recompute-modules", "core_attn")]
+    elif job.recompute == "full":
+        args += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
+                 ("--recompute-num-layers", 1)]
+    if job.precision in ("bf16", "fp8"):
+        args.append(("--bf16", None))
+    elif job.precision == "fp16":
+        args.append(("--fp16", None))
+    else:
+        notes.append(f"precision {job.precision}: no mixed-precision flag (fp32 training)")
+    if job.precision == "fp8":
+        recipe = "mxfp8" if job.architecture.startswith("blackwell") else "delayed"
+        args += [("--fp8-format", "hybrid"), ("--fp8-recipe", recipe)]
+    return args, notes
+
+
+def arguments(job: Job) -> tuple[list[tuple[str, Any]], list[str]]:
+    """(flag, value or None) pairs in Megatron's names, and notes on what could not map."""
+    args: list[tuple[str, Any]] = []
+    notes: list[str] = []
+    for part in (_model_args, _parallel_args, _train_args):
+        a, n = part(job)
+        args += a
+        notes += n
+    return args, notes
+
+
+def bash_array(name: str, args: list[tuple[str, Any]]) -> str:
+    lines = [f"{name}=("]
+    for flag, value in args:
+        text = flag if value is None else f"{flag} {value}"
+        if value is not None and any(c in str(value) for c in "()*[]+ "):
+            text = f"{flag} '{value}'"
+        lines.append(f"    {text}")
+    lines.append(")")
+    return "\n".join(lines)
+
+
+def render(record: dict[str, Any], *, source: dict[str, Any]) -> str:
+    job = job_of(record)
+    args, notes = arguments(job)
+    top = ["Megatron-LM / NeMo (Megatron Core) arguments for pretrain_gpt.py"]
+    top += header(job, source)
+    top += [f"note: {n}" for n in notes]
+    top += ["add your data and tokenizer: --data-path ... --tokenizer-type ...",
+            LAUNCH_HINT]
+    return commented(top) + "\n" + bash_array("MEGATRON_ARGS", args) + "\n"

@@ -1,0 +1,121 @@
+"""torchtitan TOML job config for a plan (L5).
+
+The schema is torchtitan's JobConfig as of release v0.2.2 (torchtitan/config/job_config.py), the
+last release configured by TOML (`--job.config_file FILE`); later torchtitan builds configs in
+Python (config_registry.py) and takes the same fields as `--section.field value` overrides.
+
+Mapping from the plan:
+- ZeRO 3 -> FSDP (data_parallel_shard_degree = dp). torchtitan has no ZeRO-1/2: ZeRO 1/2 become
+  FSDP with `fsdp_reshard_after_forward = "never"` (weights stay gathered between forward and
+  backward, as in ZeRO-2), which uses no more memory than the plan; ZeRO 0 -> replicate (DDP).
+- Gradient accumulation follows from global_batch_size / (local_batch_size x dp).
+- FP8 -> the `quantize.linear.float8` converter (torchao, tensorwise scaling).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._emit import toml_table
+from ._job import Job, commented, header, job_of
+
+# gpuplan model preset -> (torchtitan model name, flavor) in v0.2.2
+FLAVORS = {
+    "llama3-8b": ("llama3", "8B"),
+    "llama3-70b": ("llama3", "70B"),
+    "llama3-405b": ("llama3", "405B"),
+    "deepseek-v3": ("deepseek_v3", "671B"),
+}
+
+
+def _model(job: Job, notes: list[str]) -> dict[str, Any]:
+    name, flavor = FLAVORS.get(job.model_id, ("llama3", "custom"))
+    if job.model_id not in FLAVORS:
+        m = job.model
+        shape = (f"n_layers={m.layers}, dim={m.hidden}, n_heads={m.heads}, "
+                 f"n_kv_heads={m.kv_heads}, ffn={m.ffn}, vocab_size={m.vocab}" if m else
+                 "its shape")
+        notes.append(f"torchtitan has no flavor for '{job.model_id}': register flavor "
+                     f"'custom' with {shape}")
+    out: dict[str, Any] = {"name": name, "flavor": flavor,
+                           "hf_assets_path": f"./assets/hf/{job.model_id or 'model'}"}
+    if job.precision == "fp8":
+        out["converters"] = ["quantize.linear.float8"]
+    return out
+
+
+def _parallelism(job: Job, notes: list[str]) -> dict[str, Any]:
+    shard = job.zero > 0
+    par: dict[str, Any] = {
+        "data_parallel_replicate_degree": 1 if shard else job.dp,
+        "data_parallel_shard_degree": job.dp if shard else 1,
+        "fsdp_reshard_after_forward": "default" if job.zero == 3 else "never",
+        "tensor_parallel_degree": job.tp,
+        "enable_async_tensor_parallel": False,
+        "pipeline_parallel_degree": job.pp,
+        "context_parallel_degree": job.cp,
+        "expert_parallel_degree": job.ep,
+    }
+    if job.zero in (1, 2):
+        notes.append(f"ZeRO-{job.zero} has no torchtitan equivalent: FSDP without resharding "
+                     "after forward (ZeRO-2-like) stands in")
+    if job.pp > 1:
+        par["pipeline_parallel_schedule"] = "Interleaved1F1B" if job.vpp > 1 else "1F1B"
+        par["pipeline_parallel_microbatch_size"] = job.micro_batch
+        if job.model and job.model.layers % (job.pp * job.vpp) == 0:
+            par["pipeline_parallel_layers_per_stage"] = job.model.layers // (job.pp * job.vpp)
+        elif job.model:
+            notes.append(f"{job.model.layers} layers do not split evenly over "
+                         f"{job.pp * job.vpp} stages: torchtitan puts fewer on the first and "
+                         "last (pipeline_parallel_first/last_stage_less_layers)")
+    if not job.sp and job.tp > 1:
+        notes.append("torchtitan always uses sequence parallelism with TP")
+    return par
+
+
+def _training(job: Job, notes: list[str]) -> dict[str, Any]:
+    local = job.global_batch // job.dp if job.pp > 1 else job.micro_batch
+    train: dict[str, Any] = {
+        "local_batch_size": local,
+        "global_batch_size": job.global_batch,
+        "seq_len": job.seq_len,
+        "steps": job.steps or 1000,
+        "mixed_precision_param": "float32" if job.precision == "fp32" else "bfloat16",
+        "mixed_precision_reduce": "float32",
+        "enable_cpu_offload": job.offload,
+        "dataset": "c4",
+    }
+    if job.precision == "fp16":
+        notes.append("torchtitan trains in bf16 or fp32, not fp16: bf16 is written")
+    if job.offload:
+        notes.append("enable_cpu_offload moves FSDP parameters and gradients to the CPU too, "
+                     "more than the plan's optimizer-only offload")
+    if not job.steps:
+        notes.append("no token count in the record: steps = 1000 is a placeholder")
+    return train
+
+
+def render(record: dict[str, Any], *, source: dict[str, Any]) -> str:
+    job = job_of(record)
+    notes: list[str] = []
+    ac_mode = {"none": "none", "selective": "selective", "full": "full"}.get(job.recompute,
+                                                                           "selective")
+    tables = [
+        toml_table("job", {"dump_folder": "./outputs",
+                           "description": f"{job.model_id} planned by gpuplan"}),
+        toml_table("model", _model(job, notes)),
+        toml_table("optimizer", {"name": "AdamW", "lr": 1.5e-4, "eps": 1e-8}),
+        toml_table("training", _training(job, notes)),
+        toml_table("parallelism", _parallelism(job, notes)),
+        toml_table("activation_checkpoint", {"mode": ac_mode, "selective_ac_option": "op"}),
+    ]
+    if job.precision == "fp8":
+        fsdp8 = job.zero > 0
+        tables.append(toml_table("quantize.linear.float8", {
+            "enable_fsdp_float8_all_gather": fsdp8,
+            "precompute_float8_dynamic_scale_for_fsdp": fsdp8,
+            "recipe_name": "tensorwise", "filter_fqns": ["output"]}))
+    top = ["torchtitan job config (v0.2.2 schema): torchrun ... -m torchtitan.train "
+           "--job.config_file THIS.toml"] + header(job, source)
+    top += [f"note: {n}" for n in notes]
+    return commented(top) + "\n\n" + "\n\n".join(tables) + "\n"

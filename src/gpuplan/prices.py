@@ -1,0 +1,199 @@
+"""Prices from the CSV catalogs SkyPilot users keep, as a gpuplan overlay (L2).
+
+A SkyPilot catalog (`~/.sky/catalogs/<version>/<cloud>/vms.csv`, or the skypilot-catalog
+repository) has one row per instance type, region and availability zone, with the columns
+InstanceType, AcceleratorName, AcceleratorCount, vCPUs, MemoryGiB, GpuInfo, Price, SpotPrice,
+Region, AvailabilityZone. `read_skypilot_csv` turns the GPU rows into `[[offer]]` rows for
+gpuplan's catalog: one per (instance type, region), on-demand price from Price, spot price the
+MEDIAN across the region's zones (SkyPilot itself keeps the minimum), with the zones' minimum
+and maximum written in the row's notes (the offer schema has no field for a spread).
+
+The scale-out network of an instance is not in the CSV: it is taken from a package offer of the
+same cloud and instance type; an instance gpuplan does not know gets 0 Gbit/s and
+max_instances = 1 (a single box), and its notes say so. Accelerator names are matched through
+the catalog's aliases; rows whose accelerator the catalog does not know are skipped and counted.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import statistics
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .catalog import Catalog, normalize
+from .errors import CatalogError, GpuplanError
+
+COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB",
+           "GpuInfo", "Price", "SpotPrice", "Region", "AvailabilityZone")
+_NEEDED = ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "SpotPrice", "Region")
+
+# gpuplan accelerator id -> SkyPilot's accelerator name (`sky show-gpus`), for task YAMLs
+SKYPILOT_NAMES = {
+    "v100-sxm2-32gb": "V100-32GB", "a100-40gb": "A100", "a100-80gb": "A100-80GB",
+    "a100-pcie-80gb": "A100-80GB", "h100-sxm": "H100", "h100-pcie": "H100",
+    "h100-nvl": "H100-NVL", "h200": "H200", "b200": "B200", "b300": "B300", "gb200": "GB200",
+    "l40s": "L40S", "l4": "L4", "a10g": "A10G", "rtx-4090": "RTX4090", "rtx-5090": "RTX5090",
+    "rtx-6000-ada": "RTX6000-Ada", "mi300x": "MI300X", "mi325x": "MI325X", "mi355x": "MI355X",
+    "gaudi2": "Gaudi2", "gaudi3": "Gaudi3",
+}
+CLOUDS = ("aws", "gcp", "azure", "lambda", "oci", "runpod", "nebius", "vast", "digitalocean",
+          "do", "fluidstack", "cudo", "paperspace", "coreweave", "hyperbolic", "scp", "ibm")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Imported:
+    """The overlay rows read from one CSV, and what was left out."""
+
+    offers: tuple[dict[str, Any], ...]
+    skipped_unknown: dict[str, int] = field(default_factory=dict)  # accelerator name -> rows
+    skipped_no_gpu: int = 0
+    source: str = ""
+    as_of: str = ""
+
+
+def _read_rows(path: Path) -> list[dict[str, str]]:
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except FileNotFoundError:
+        raise CatalogError(f"price file '{path}' does not exist; check the path") from None
+    except IsADirectoryError:
+        raise CatalogError(f"price file '{path}' is a folder; give a SkyPilot vms.csv") from None
+    except UnicodeDecodeError:
+        raise CatalogError(f"{path} is not UTF-8 text; give a SkyPilot catalog CSV") from None
+    if not text.strip():
+        raise CatalogError(f"{path} is empty; give a SkyPilot catalog CSV with a header row "
+                           f"({', '.join(COLUMNS)})")
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in _NEEDED if c not in (reader.fieldnames or [])]
+    if missing:
+        raise CatalogError(f"{path} lacks column(s) {', '.join(missing)}; a SkyPilot catalog "
+                           f"CSV has {', '.join(COLUMNS)}")
+    try:
+        return list(reader)
+    except csv.Error as err:
+        raise CatalogError(f"{path} is not a readable CSV: {err}") from None
+
+
+def _price(text: str | None, where: str, column: str) -> float | None:
+    """A price cell: empty -> None; otherwise a finite number >= 0."""
+    if text is None or not text.strip():
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise CatalogError(f"{where}: {column} must be a number, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise CatalogError(f"{where}: {column} must be a finite price >= 0, got {text!r}")
+    return value
+
+
+def _count(text: str | None, where: str) -> int:
+    try:
+        value = float(text or "")
+    except ValueError:
+        raise CatalogError(f"{where}: AcceleratorCount must be a number, got {text!r}") from None
+    if not math.isfinite(value) or value < 0 or value != int(value):
+        raise CatalogError(f"{where}: AcceleratorCount must be a whole number, got {text!r}")
+    return int(value)
+
+
+def guess_cloud(path: Path) -> str | None:
+    """SkyPilot keeps one folder per cloud (catalogs/v7/aws/vms.csv)."""
+    for part in reversed(path.resolve().parts[:-1]):
+        if part.lower() in CLOUDS:
+            return part.lower()
+    return None
+
+
+def _group(rows: list[dict[str, str]], cat: Catalog, path: Path) -> tuple[
+        dict[tuple[str, str], dict[str, Any]], dict[str, int], int]:
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    unknown: dict[str, int] = {}
+    no_gpu = 0
+    for line, row in enumerate(rows, start=2):
+        where = f"{path.name} line {line}"
+        name = (row.get("AcceleratorName") or "").strip()
+        count = _count(row.get("AcceleratorCount"), where) if name else 0
+        if not name or count == 0:
+            no_gpu += 1
+            continue
+        try:
+            gpu = cat.resolve("accelerator", name)
+        except GpuplanError:
+            unknown[name] = unknown.get(name, 0) + 1
+            continue
+        inst, region = row["InstanceType"].strip(), row["Region"].strip()
+        if not inst or not region:
+            raise CatalogError(f"{where}: InstanceType and Region must not be empty")
+        g = groups.setdefault((inst, region), {"gpu": gpu, "count": count, "od": [],
+                                               "spot": []})
+        for key, column in (("od", "Price"), ("spot", "SpotPrice")):
+            value = _price(row.get(column), where, column)
+            if value is not None:
+                g[key].append(value)
+    return groups, unknown, no_gpu
+
+
+def _network(cat: Catalog, cloud: str, instance: str) -> tuple[float, int] | None:
+    """(Gbit/s, max instances) of a package offer of the same instance type, if any."""
+    for o in cat.offers.values():
+        if o.cloud == cloud and o.instance_type == instance:
+            return o.network_bytes_per_s * 8 / 1e9, o.max_instances
+    return None
+
+
+def _offer_row(cat: Catalog, cloud: str, key: tuple[str, str], g: dict[str, Any],
+               source: str, as_of: str) -> dict[str, Any] | None:
+    inst, region = key
+    prices: dict[str, float] = {}
+    notes = [f"imported by `gpuplan prices import` from {source}"]
+    if g["od"]:
+        prices["on-demand"] = statistics.median(g["od"])
+        if min(g["od"]) != max(g["od"]):
+            notes.append(f"on-demand differs across zones: median of {len(g['od'])}")
+    if g["spot"]:
+        prices["spot"] = statistics.median(g["spot"])
+        notes.append(f"spot: median over {len(g['spot'])} zone(s), min {min(g['spot']):.4g}, "
+                     f"max {max(g['spot']):.4g} USD/instance-h")
+    if not prices:
+        return None
+    ident = normalize(f"{cloud}-{inst}-{region}")
+    if ident in cat.offers:  # an overlay replaces the whole price table: keep the other modes
+        kept = {k: v for k, v in cat.offers[ident].usd_per_hour.items() if k not in prices}
+        if kept:
+            prices.update(kept)
+            notes.append(f"{', '.join(kept)} kept from the package row (see its source)")
+    net = _network(cat, cloud, inst)
+    if net is None:
+        notes.append("network: not in the CSV and no package offer of this instance type; "
+                     "0 Gbit/s, treated as a single box")
+        net = (0.0, 1)
+    return {"id": ident, "cloud": cloud, "instance_type": inst,
+            "accelerator": g["gpu"], "count": g["count"], "region": region,
+            "usd_per_hour": {k: round(v, 6) for k, v in prices.items()},
+            "network_gbit_per_s": round(net[0], 3), "max_instances": net[1],
+            "source": source, "as_of": as_of, "notes": "; ".join(notes)}
+
+
+def read_skypilot_csv(path: str | Path, cat: Catalog, *, cloud: str | None = None,
+                      as_of: str | None = None) -> Imported:
+    """The GPU offers of a SkyPilot catalog CSV as overlay rows (see the module docstring)."""
+    p = Path(path)
+    rows = _read_rows(p)
+    cloud = (cloud or guess_cloud(p) or "").lower()
+    if not cloud:
+        raise CatalogError(f"cannot tell the cloud of {p} from its folder; give --cloud "
+                           "(e.g. --cloud aws)")
+    if as_of is None:
+        as_of = datetime.fromtimestamp(p.stat().st_mtime, tz=UTC).strftime("%Y-%m-%d")
+    source = f"SkyPilot catalog CSV {p.name} ({cloud}), file dated {as_of}"
+    groups, unknown, no_gpu = _group(rows, cat, p)
+    offers = [r for key, g in sorted(groups.items())
+              if (r := _offer_row(cat, cloud, key, g, source, as_of)) is not None]
+    return Imported(offers=tuple(offers), skipped_unknown=unknown, skipped_no_gpu=no_gpu,
+                    source=source, as_of=as_of)
