@@ -164,7 +164,8 @@ def _offer_row(cat: Catalog, cloud: str, key: tuple[str, str], g: dict[str, Any]
         return None
     ident = normalize(f"{cloud}-{inst}-{region}")
     if ident in cat.offers:  # an overlay replaces the whole price table: keep the other modes
-        kept = {k: v for k, v in cat.offers[ident].usd_per_hour.items() if k not in prices}
+        kept = {k: v for k, v in cat.offers[ident].usd_per_hour.items()
+                if k not in ("on-demand", "spot")}
         if kept:
             prices.update(kept)
             notes.append(f"{', '.join(kept)} kept from the package row (see its source)")

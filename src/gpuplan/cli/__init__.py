@@ -15,7 +15,8 @@ from typing import NoReturn
 from ..errors import GpuplanError
 
 # module name -> registered by its register(); order is the order in --help
-COMMANDS = ("plan_cmd", "estimate_cmd", "tco_cmd", "validate_cmd", "catalog_cmd")
+COMMANDS = ("plan_cmd", "estimate_cmd", "tco_cmd", "validate_cmd", "catalog_cmd", "export_cmd",
+            "prices_cmd")
 
 EPILOG = """examples:
   gpuplan plan --model llama3-70b --tokens 15T --deadline-days 90

@@ -112,9 +112,10 @@ def _platform(cat: Catalog, rec: dict[str, Any]) -> tuple[Offer | None, str]:
     return offer, system
 
 
-def job_of(record: dict[str, Any], catalog: Catalog | None = None) -> Job:
-    """The record (a plan row with 'model'/'tokens' merged in, or an estimate) as a Job."""
-    cat = catalog or load_catalog()
+def job_of(record: dict[str, Any], source: dict[str, Any] | None = None) -> Job:
+    """The record (a plan row with 'model'/'tokens' merged in, or an estimate) as a Job;
+    `source["catalog"]` lists the overlay files the result was computed with."""
+    cat = load_catalog(tuple((source or {}).get("catalog", ())))
     rec = _flat(record)
     for key in ("gpu", "gpus", "tp", "pp", "dp", "micro_batch", "global_batch", "seq_len"):
         if rec.get(key) is None:

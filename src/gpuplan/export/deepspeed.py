@@ -72,7 +72,7 @@ def launcher(job: Job) -> str:
 
 
 def render(record: dict[str, Any], *, source: dict[str, Any]) -> str:
-    job = job_of(record)
+    job = job_of(record, source)
     cfg, notes = config(job)
     top = ["DeepSpeed config and launch"] + header(job, source)
     top += [f"note: {n}" for n in notes]

@@ -148,7 +148,7 @@ def bash_array(name: str, args: list[tuple[str, Any]]) -> str:
 
 
 def render(record: dict[str, Any], *, source: dict[str, Any]) -> str:
-    job = job_of(record)
+    job = job_of(record, source)
     args, notes = arguments(job)
     top = ["Megatron-LM / NeMo (Megatron Core) arguments for pretrain_gpt.py"]
     top += header(job, source)

@@ -57,7 +57,7 @@ torchrun --nnodes $SKYPILOT_NUM_NODES --nproc-per-node $SKYPILOT_NUM_GPUS_PER_NO
 
 
 def render(record: dict[str, Any], *, source: dict[str, Any]) -> str:
-    job = job_of(record)
+    job = job_of(record, source)
     notes: list[str] = []
     task = {
         "name": f"gpuplan-{job.model_id or 'train'}",

@@ -15,7 +15,7 @@ from .torchrun import PORT, torchrun_line
 
 
 def render(record: dict[str, Any], *, source: dict[str, Any]) -> str:
-    job = job_of(record)
+    job = job_of(record, source)
     args, notes = arguments(job)
     name = f"gpuplan-{job.model_id or 'train'}"
     top = ["Slurm batch script: sbatch THIS.sh"] + header(job, source)

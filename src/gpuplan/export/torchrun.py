@@ -22,7 +22,7 @@ def torchrun_line(job: Job, endpoint: str, extra: str = "") -> str:
 
 
 def render(record: dict[str, Any], *, source: dict[str, Any]) -> str:
-    job = job_of(record)
+    job = job_of(record, source)
     args, notes = arguments(job)
     top = ["torchrun launch (Megatron-LM pretrain_gpt.py); run on each node with "
            "MASTER_ADDR and NODE_RANK set"] + header(job, source)

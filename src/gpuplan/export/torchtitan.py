@@ -96,7 +96,7 @@ def _training(job: Job, notes: list[str]) -> dict[str, Any]:
 
 
 def render(record: dict[str, Any], *, source: dict[str, Any]) -> str:
-    job = job_of(record)
+    job = job_of(record, source)
     notes: list[str] = []
     ac_mode = {"none": "none", "selective": "selective", "full": "full"}.get(job.recompute,
                                                                            "selective")

@@ -1,0 +1,84 @@
+"""`gpuplan export`: a launch configuration from a saved plan or estimate."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from . import common_options, positive_int
+
+EPILOG = """targets: megatron, torchtitan, deepspeed, torchrun, slurm, skypilot
+
+examples:
+  gpuplan plan --model llama3-70b --tokens 15T --deadline-days 90 --json > plan.json
+  gpuplan export --from plan.json --target megatron
+  gpuplan export --from plan.json --target skypilot --rank 2 -o task.yaml
+  gpuplan estimate --model llama3-8b --gpu h100 --gpus 8 --json > est.json
+  gpuplan export --from est.json --target torchtitan -o llama3_8b.toml
+"""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "export", help="launch config (Megatron, torchtitan, DeepSpeed, torchrun, Slurm, "
+        "SkyPilot) from a saved plan or estimate",
+        description="Write what a training framework or launcher needs to run a plan: "
+        "parallel degrees, batch, precision, recompute, nodes, the cloud offer. Reads the JSON "
+        "that `gpuplan plan --json` or `gpuplan estimate --json` wrote; prints to standard "
+        "output unless -o is given. Each output names the gpuplan version and the prediction "
+        "it came from.", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--from", dest="source", required=True, metavar="RESULT.json",
+                   help="saved `gpuplan plan --json` or `gpuplan estimate --json` output")
+    p.add_argument("--target", required=True, help="megatron, torchtitan, deepspeed, torchrun, "
+                   "slurm or skypilot")
+    p.add_argument("--rank", type=positive_int, default=1,
+                   help="which plan of a plan result (1 = the winner)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    common_options(p, json_flag=False)
+    p.set_defaults(func=run)
+
+
+def read_json(path: str) -> Any:
+    import json
+
+    from ..errors import ConfigError
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"'{path}' does not exist; save a result with "
+                          "`gpuplan plan ... --json > result.json`") from None
+    except (IsADirectoryError, UnicodeDecodeError):
+        raise ConfigError(f"'{path}' is not a JSON text file") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"'{path}' is not JSON ({err.msg} at line {err.lineno}); give what "
+                          "`gpuplan plan --json` or `gpuplan estimate --json` wrote") from None
+
+
+def write_or_print(text: str, output: str | None, force: bool) -> None:
+    """Print, or write FILE -- never over an existing one without --force."""
+    from ..errors import ConfigError
+
+    if not output:
+        print(text, end="")
+        return
+    path = Path(output)
+    if path.exists() and not force:
+        raise ConfigError(f"'{output}' exists; add --force to overwrite it")
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"cannot write '{output}': {err.strerror}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..export import export, record_from
+
+    record, what = record_from(read_json(args.source), args.rank)
+    source = {"from": f"{what} of {Path(args.source).name}", "catalog": tuple(args.catalog)}
+    write_or_print(export(record, args.target, source=source), args.output, args.force)
+    return 0
