@@ -1,0 +1,125 @@
+"""Megatron arguments parsed by an argparse spec that mirrors Megatron-LM's flag names.
+
+The spec below is written from megatron/training/arguments.py and the config dataclasses it
+turns into flags (TransformerConfig, ModelParallelConfig, TrainingConfig, TokenizerConfig:
+field `x_y` becomes `--x-y`), Megatron-LM main as of 2026-08. Flags, types and choices only:
+an unknown flag, a wrong type or an invalid choice fails the parse, as it would in Megatron.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from gpuplan.export import export, record_from
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+INT_FLAGS = (
+    "num-layers", "hidden-size", "num-attention-heads", "ffn-hidden-size", "num-query-groups",
+    "kv-channels", "vocab-size", "max-position-embeddings", "tensor-model-parallel-size",
+    "pipeline-model-parallel-size", "num-virtual-stages-per-pipeline-rank",
+    "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers",
+    "context-parallel-size", "expert-model-parallel-size", "micro-batch-size",
+    "global-batch-size", "seq-length", "train-samples", "recompute-num-layers", "num-experts",
+    "moe-router-topk", "moe-ffn-hidden-size", "moe-shared-expert-intermediate-size",
+    "q-lora-rank", "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim", "v-head-dim",
+)
+SWITCHES = (
+    "group-query-attention", "swiglu", "disable-bias-linear",
+    "untie-embeddings-and-output-weights", "sequence-parallel", "use-distributed-optimizer",
+    "overlap-grad-reduce", "overlap-param-gather", "use-megatron-fsdp", "optimizer-cpu-offload",
+    "bf16", "fp16", "multi-latent-attention",
+)
+CHOICES = {
+    "normalization": ("LayerNorm", "RMSNorm"),
+    "position-embedding-type": ("learned_absolute", "rope", "mrope", "yarn", "none"),
+    "data-parallel-sharding-strategy": ("no_shard", "optim", "optim_grads",
+                                        "optim_grads_params"),
+    "recompute-granularity": ("full", "selective"),
+    "recompute-method": ("uniform", "block"),
+    "fp8-format": ("e4m3", "hybrid"),
+    "fp8-recipe": ("tensorwise", "delayed", "mxfp8", "blockwise", "custom"),
+}
+
+
+class StrictParser(argparse.ArgumentParser):
+    def error(self, message):
+        raise ValueError(message)
+
+
+def megatron_spec() -> argparse.ArgumentParser:
+    p = StrictParser(prog="pretrain_gpt.py", allow_abbrev=False)
+    for name in INT_FLAGS:
+        p.add_argument(f"--{name}", type=int)
+    for name in SWITCHES:
+        p.add_argument(f"--{name}", action="store_true")
+    for name, choices in CHOICES.items():
+        p.add_argument(f"--{name}", choices=choices)
+    p.add_argument("--recompute-modules", nargs="*")
+    p.add_argument("--moe-layer-freq", type=str)
+    return p
+
+
+def megatron_argv(text: str) -> list[str]:
+    body = re.search(r"MEGATRON_ARGS=\(\n(.*?)\n\)", text, re.S)
+    assert body, "no MEGATRON_ARGS array"
+    return shlex.split(body.group(1))
+
+
+def plan_record(rank: int) -> dict:
+    doc = json.loads((FIXTURES / "plan_result.json").read_text())
+    return record_from(doc, rank)[0]
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+@pytest.mark.parametrize("target", ["megatron", "torchrun", "slurm"])
+def test_megatron_args_parse_and_match_the_plan(rank, target):
+    rec = plan_record(rank)
+    ns = megatron_spec().parse_args(megatron_argv(export(rec, target)))
+    assert ns.tensor_model_parallel_size == rec["tp"]
+    assert ns.pipeline_model_parallel_size == rec["pp"]
+    assert ns.micro_batch_size == rec["micro_batch"]
+    assert ns.global_batch_size == rec["global_batch"]
+    assert ns.seq_length == rec["seq_len"]
+    assert ns.sequence_parallel == (rec["tp"] > 1)
+    assert ns.use_distributed_optimizer == (rec["zero"] in (1, 2))
+    assert ns.use_megatron_fsdp == (rec["zero"] == 3)
+    assert ns.recompute_granularity == (None if rec["recompute"] == "none" else rec["recompute"])
+    assert ns.bf16 == (rec["precision"] in ("bf16", "fp8"))
+    assert ns.fp16 == (rec["precision"] == "fp16")
+    assert (ns.fp8_format is not None) == (rec["precision"] == "fp8")
+    # llama3-70b shape from the catalog preset
+    assert (ns.num_layers, ns.hidden_size, ns.num_attention_heads, ns.num_query_groups) == (
+        80, 8192, 64, 8)
+    assert ns.train_samples * rec["seq_len"] >= rec["tokens"]
+
+
+def test_fp8_recipe_follows_architecture():
+    rec = plan_record(1)  # b300: Blackwell
+    assert megatron_spec().parse_args(megatron_argv(export(rec, "megatron"))).fp8_recipe == "mxfp8"
+    hopper = {**rec, "gpu": "h100-sxm"}
+    assert megatron_spec().parse_args(
+        megatron_argv(export(hopper, "megatron"))).fp8_recipe == "delayed"
+
+
+def test_uneven_pipeline_and_moe_model():
+    rec = {**plan_record(2), "model": "llama3-405b", "pp": 16, "dp": 16}
+    ns = megatron_spec().parse_args(megatron_argv(export(rec, "megatron")))
+    assert (ns.num_layers, ns.decoder_first_pipeline_num_layers,
+            ns.decoder_last_pipeline_num_layers) == (126, 7, 7)
+    moe = {**plan_record(2), "model": "deepseek-v3", "ep": 8}
+    ns = megatron_spec().parse_args(megatron_argv(export(moe, "megatron")))
+    assert ns.num_experts == 256 and ns.moe_router_topk == 8
+    assert ns.expert_model_parallel_size == 8 and ns.multi_latent_attention
+
+
+def test_custom_model_says_what_to_add():
+    text = export({**plan_record(1), "model": "my-own-model"}, "megatron")
+    assert "is not a catalog preset" in text
+    megatron_spec().parse_args(megatron_argv(text))
