@@ -104,10 +104,8 @@ def _count(text: str | None, where: str) -> int:
 
 def guess_cloud(path: Path) -> str | None:
     """SkyPilot keeps one folder per cloud (catalogs/v7/aws/vms.csv)."""
-    for part in reversed(path.resolve().parts[:-1]):
-        if part.lower() in CLOUDS:
-            return part.lower()
-    return None
+    folder = path.resolve().parent.name.lower()
+    return folder if folder in CLOUDS else None
 
 
 def _group(rows: list[dict[str, str]], cat: Catalog, path: Path) -> tuple[
