@@ -1,9 +1,9 @@
 """Exports checked by the real tools' own validators, where they install without a GPU or torch.
 
-Not part of the main test command: these skip unless the tool is importable. Run with
+Not part of the main test command (this folder needs SkyPilot). Run with
 
     pip install --target /tmp/skyharness 'skypilot==0.14.1'
-    PYTHONPATH=src:/tmp/skyharness python -m pytest tests/test_export_harness.py
+    PYTHONPATH=src:/tmp/skyharness python -m pytest tests_tools
 
 (SkyPilot brings PyYAML and jsonschema; nothing else is needed.) DeepSpeed's config class and
 torchtitan's config manager import torch, so they are not used here: the DeepSpeed JSON and the
@@ -17,14 +17,13 @@ import json
 from pathlib import Path
 
 import pytest
+import sky.utils.common_utils as sky_common  # noqa: E402
+import sky.utils.schemas as sky_schemas  # noqa: E402
+import yaml  # noqa: E402
 
 from gpuplan.export import export, record_from
 
-sky_schemas = pytest.importorskip("sky.utils.schemas", reason="SkyPilot is not installed")
-sky_common = pytest.importorskip("sky.utils.common_utils")
-yaml = pytest.importorskip("yaml")
-
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 
 
 def task(rank: int) -> dict:
