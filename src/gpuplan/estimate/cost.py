@@ -260,14 +260,14 @@ def host_watts_per_node(system_max_power_watts: Any, gpus_per_node: Any,
                       - np.asarray(gpus_per_node) * _nonneg("GPU TDP", gpu_tdp_watts), 0.0)
 
 
-def it_power_watts(nodes: Any, gpus_per_node: Any, gpu_tdp_watts: Any,
-                   system_max_power_watts: Any, gpu_load_factor: Any,
-                   host_load_factor: Any) -> np.ndarray:
-    # IT power = nodes x (GPUs x TDP x GPU load + host power x host load)
-    gpus = _nonneg("nodes", nodes) * np.asarray(gpus_per_node)
-    host = host_watts_per_node(system_max_power_watts, gpus_per_node, gpu_tdp_watts)
-    return (gpus * _nonneg("GPU TDP", gpu_tdp_watts) * _fraction("GPU load factor", gpu_load_factor)
-            + np.asarray(nodes) * host * _fraction("host load factor", host_load_factor))
+def it_power_watts(gpus: Any, gpu_tdp_watts: Any, host_watts_per_gpu: Any,
+                   gpu_load_factor: Any, host_load_factor: Any) -> np.ndarray:
+    # IT power = GPUs x (TDP x GPU load + host power per GPU x host load); the one definition
+    # the owned TCO, the run's energy and the plan share
+    return _nonneg("gpus", gpus) * (
+        _nonneg("GPU TDP", gpu_tdp_watts) * _fraction("GPU load factor", gpu_load_factor)
+        + _nonneg("host power", host_watts_per_gpu)
+        * _fraction("host load factor", host_load_factor))
 
 
 def energy_kwh(it_watts: Any, hours: Any, pue: Any) -> np.ndarray:
@@ -355,8 +355,9 @@ def own_tco(*, nodes: Any, gpus_per_node: Any, system_price_usd: Any,
     capex = {"servers": servers, "network": network, "storage": storage, "install": install}
     capex_total = servers + network + storage + install
     hlf = gpu_load_factor if host_load_factor is None else host_load_factor
-    it_w = it_power_watts(nodes, gpus_per_node, gpu_tdp_watts, system_max_power_watts,
-                          gpu_load_factor, hlf)
+    host_per_gpu = host_watts_per_node(system_max_power_watts, gpus_per_node,
+                                       gpu_tdp_watts) / np.asarray(gpus_per_node, dtype=float)
+    it_w = it_power_watts(gpus, gpu_tdp_watts, host_per_gpu, gpu_load_factor, hlf)
     provisioned_kw = np.asarray(nodes) * _nonneg("system power", system_max_power_watts) / 1000
     opex = {
         "power": power_usd_per_year(it_w, pue, usd_per_kwh),
@@ -423,10 +424,8 @@ def break_even_months(capex_usd: Any, opex_usd_per_month: Any, gpus: Any, utiliz
     return np.where(saving > 0, m, np.nan)
 
 
-# --- first-order size of a job (for scenario answers; the timing model is estimate/timing.py) --
-MIXED_ADAMW_STATE_BYTES_PER_PARAM = 16.0  # 2 + 2 + 12: fp16 weights, grads, K=12 (ZeRO sec. 3.1)
-
-
+# --- first-order size of a job: an independent cross-check for tests, never an answer ------
+# (every answer goes through estimate/timing.py via search/evaluate.py)
 def training_flops_6nd(params: Any, tokens: Any) -> np.ndarray:
     # C = 6 N D: forward 2 N D + backward 4 N D FLOP (Kaplan et al. 2020, sec. 2.1,
     # https://arxiv.org/abs/2001.08361); attention FLOPs neglected
@@ -439,12 +438,6 @@ def first_order_train_s(flops: Any, gpus: Any, peak_flops: Any, mfu: Any) -> np.
     rate = _nonneg("gpus", gpus) * _nonneg("peak FLOP/s", peak_flops) * _fraction("MFU", mfu)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(rate > 0, _nonneg("FLOPs", flops) / np.where(rate > 0, rate, 1), np.inf)
-
-
-def min_model_state_bytes(params: Any) -> np.ndarray:
-    # weights + gradients + AdamW state at 16 B/param: the least memory the whole cluster needs
-    # even fully sharded (ZeRO-3) without offload, before any activation
-    return _nonneg("parameters", params) * MIXED_ADAMW_STATE_BYTES_PER_PARAM
 
 
 # --- one job in any mode (vectorized over the mode code) ------------------------------------
@@ -480,11 +473,16 @@ def run_cost(*, mode: Any, useful_hours: Any, instances: Any, usd_per_instance_h
              grid_kg_co2e_per_kwh: Any) -> RunCost:
     """A run of `useful_hours` of training: wall time after goodput, its cost in `mode` (see
     job_cost_usd), and the energy the hardware draws meanwhile (`it_watts` for the whole job,
-    at the site PUE; a cloud's own PUE is not published per instance)."""
+    at the site PUE; a cloud's own PUE is not published per instance). A run that never ends
+    (no progress, or goodput 0) costs inf: the caller masks it, it is not an error."""
     wall = wall_hours(useful_hours, goodput_fraction)
-    kwh = energy_kwh(it_watts, wall, pue)
+    finite = np.isfinite(wall)
+    hours = np.where(finite, wall, 0.0)
+    kwh = energy_kwh(it_watts, hours, pue)
+    usd = job_cost_usd(mode, hours, instances, usd_per_instance_hour, reuse_utilization)
     return RunCost(
-        cost_usd=job_cost_usd(mode, wall, instances, usd_per_instance_hour, reuse_utilization),
-        wall_hours=wall, goodput=np.asarray(goodput_fraction, dtype=float), energy_kwh=kwh,
-        co2e_kg=co2e_kg(kwh, grid_kg_co2e_per_kwh),
+        cost_usd=np.where(finite, usd, np.inf), wall_hours=wall,
+        goodput=np.asarray(goodput_fraction, dtype=float),
+        energy_kwh=np.where(finite, kwh, np.inf),
+        co2e_kg=np.where(finite, co2e_kg(kwh, grid_kg_co2e_per_kwh), np.inf),
     )

@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 
 from ..catalog import Catalog
+from ..errors import ConfigError
 from ..estimate import cost as costm
 from ..estimate import memory, timing
 from ..estimate.compute import Efficiency
-from ..spec import Hardware, Layout, ModelSpec
+from ..spec import Accelerator, Hardware, Layout, ModelSpec, System
 from ..units import DAY, HOUR, GiB
 
 
@@ -44,6 +45,17 @@ class Site:
     install_fraction: float
     staff_usd_per_gpu_year: float
     residual_value_fraction: float
+    host_load_factor: float | None = None  # None: the GPU load factor
+
+    @property
+    def host_load(self) -> float:
+        """Host (CPU, NIC, fans) power as a fraction of its maximum."""
+        return self.gpu_load_factor if self.host_load_factor is None else self.host_load_factor
+
+
+# The share of an owned cluster's hours doing useful work when neither a flag, a scenario nor
+# the catalog's site table (row `utilization`) gives one: gpuplan's stated assumption.
+DEFAULT_UTILIZATION = 0.7
 
 
 def site_from_catalog(cat: Catalog, **overrides: float | None) -> Site:
@@ -57,7 +69,8 @@ def site_from_catalog(cat: Catalog, **overrides: float | None) -> Site:
         "restart_s": v("restart_s"),
         "spot_interruptions_per_hour": v("spot_interruptions_per_hour"),
         "reuse_utilization": v("reserved_reuse_utilization"),
-        "utilization": 0.7,
+        "utilization": (v("utilization") if "utilization" in cat.site
+                        else DEFAULT_UTILIZATION),
         "years": v("depreciation_years"),
         "electricity_usd_per_kwh": v("electricity_usd_per_kwh"),
         "pue": v("pue"),
@@ -71,8 +84,46 @@ def site_from_catalog(cat: Catalog, **overrides: float | None) -> Site:
         "staff_usd_per_gpu_year": v("staff_usd_per_gpu_year"),
         "residual_value_fraction": v("residual_value_fraction"),
     }
-    values.update({k: float(x) for k, x in overrides.items() if x is not None})
+    values.update({k: float(x) + 0.0 for k, x in overrides.items() if x is not None})
+    if not values["utilization"] > 0:
+        raise ConfigError(f"--utilization must be more than 0, got {values['utilization']:g}: "
+                          "an owned cluster that does no useful work has no cost per GPU-hour; "
+                          "give the share of hours it trains, e.g. 0.7")
     return Site(**values)
+
+
+def own_cost(system: System, accelerator: Accelerator, site: Site, nodes: Any) -> Any:
+    """cost.OwnCost of `nodes` priced systems over the site's years (the one owned-cost path:
+    the plan's owned rate, `estimate --pricing own` and `gpuplan tco` all come here)."""
+    if not system.price_usd:
+        raise ConfigError(f"system '{system.id}' has no price in the catalog; give its price "
+                          "(tco --price USD, or price_usd in a --catalog overlay)")
+    return costm.own_tco(
+        nodes=nodes, gpus_per_node=system.gpus_per_node, system_price_usd=system.price_usd,
+        system_max_power_watts=system.max_power_watts, gpu_tdp_watts=accelerator.tdp_watts,
+        years=site.years, utilization=site.utilization,
+        usd_per_kwh=site.electricity_usd_per_kwh, pue=site.pue,
+        colocation_usd_per_kw_month=site.colocation_usd_per_kw_month,
+        maintenance_fraction_per_year=site.maintenance_fraction_per_year,
+        network_usd_per_gpu=site.network_usd_per_gpu, storage_usd_per_gpu=site.storage_usd_per_gpu,
+        install_fraction=site.install_fraction, staff_usd_per_gpu_year=site.staff_usd_per_gpu_year,
+        residual_value_fraction=site.residual_value_fraction,
+        gpu_load_factor=site.gpu_load_factor, host_load_factor=site.host_load)
+
+
+def run_goodput(*, gpus: Any, gpus_per_node: Any, params: float, spot: Any, site: Site,
+                failures: bool = True) -> tuple[Any, Any]:
+    """(cost.Goodput, checkpoint seconds) of a run on `gpus` GPUs: hardware failures grow with
+    the GPU count (unless `failures` is False), spot adds its interruptions per instance-hour
+    where `spot`; every node writes its share of the checkpoint in parallel."""
+    gpus = np.asarray(gpus, dtype=float)
+    nodes = np.ceil(gpus / np.asarray(gpus_per_node, dtype=float))
+    rate = costm.cluster_failures_per_hour(gpus, site.gpu_mtbf_hours) * float(failures)
+    rate = rate + np.where(spot, costm.spot_interruptions_per_hour(
+        site.spot_interruptions_per_hour, nodes), 0.0)
+    ckpt_s = costm.checkpoint_write_s(costm.checkpoint_bytes(params),
+                                      site.checkpoint_bytes_per_s_per_node, nodes)
+    return costm.goodput(ckpt_s, site.restart_s, rate), ckpt_s
 
 
 @dataclass(frozen=True)
@@ -131,26 +182,17 @@ def outcome(*, tokens: Any, tokens_per_s: Any, gpus: Any, gpus_per_node: Any, pa
     mode = np.asarray(mode)
     with np.errstate(divide="ignore", invalid="ignore"):
         useful_h = np.where(tokens_per_s > 0, tokens / np.asarray(tokens_per_s) / HOUR, np.inf)
-    # Failures grow with GPU count; spot adds its own interruptions per instance-hour.
-    rate = costm.cluster_failures_per_hour(gpus, site.gpu_mtbf_hours)
-    rate = rate + np.where(mode == costm.SPOT,
-                           costm.spot_interruptions_per_hour(site.spot_interruptions_per_hour,
-                                                             nodes), 0.0)
-    ckpt_s = costm.checkpoint_write_s(costm.checkpoint_bytes(params),
-                                      site.checkpoint_bytes_per_s_per_node, nodes)
-    g = costm.goodput(ckpt_s, site.restart_s, rate)
-    wall_h = costm.wall_hours(np.where(np.isfinite(useful_h), useful_h, 0.0), g.goodput)
-    wall_h = np.where(np.isfinite(useful_h), wall_h, np.inf)
-    finite = np.isfinite(wall_h)
-    wh = np.where(finite, wall_h, 0.0)
-    rate_instance = np.asarray(usd_per_gpu_hour, dtype=float) * np.asarray(gpus_per_node)
-    cost = costm.job_cost_usd(mode, wh, nodes, rate_instance, site.reuse_utilization)
-    cost = np.where(finite, cost, np.inf)
-    it_w = gpus * (np.asarray(tdp_watts) * site.gpu_load_factor
-                   + np.asarray(host_watts_per_gpu) * site.gpu_load_factor)
-    kwh = costm.energy_kwh(it_w, wh, site.pue)
+    g, ckpt_s = run_goodput(gpus=gpus, gpus_per_node=gpus_per_node, params=params,
+                            spot=mode == costm.SPOT, site=site)
+    it_w = costm.it_power_watts(gpus, tdp_watts, host_watts_per_gpu, site.gpu_load_factor,
+                                site.host_load)
+    run = costm.run_cost(
+        mode=mode, useful_hours=useful_h, instances=nodes,
+        usd_per_instance_hour=np.asarray(usd_per_gpu_hour, dtype=float)
+        * np.asarray(gpus_per_node), goodput_fraction=g.goodput,
+        reuse_utilization=site.reuse_utilization, it_watts=it_w, pue=site.pue,
+        grid_kg_co2e_per_kwh=site.grid_kg_co2e_per_kwh)
     return Outcome(useful_days=useful_h * HOUR / DAY, goodput=g.goodput,
-                   days=wall_h * HOUR / DAY, gpu_hours=wall_h * gpus, cost_usd=cost,
-                   energy_kwh=np.where(finite, kwh, np.inf),
-                   co2e_kg=np.where(finite, costm.co2e_kg(kwh, site.grid_kg_co2e_per_kwh), np.inf),
-                   checkpoint_s=ckpt_s, interruptions_per_hour=rate)
+                   days=run.wall_hours * HOUR / DAY, gpu_hours=run.wall_hours * gpus,
+                   cost_usd=run.cost_usd, energy_kwh=run.energy_kwh, co2e_kg=run.co2e_kg,
+                   checkpoint_s=ckpt_s, interruptions_per_hour=g.interruptions_per_hour)

@@ -12,7 +12,7 @@ from ..estimate import cost as costm
 from ..estimate.timing import BOTTLENECKS, TIMING_PARTS
 from ..spec import PRECISIONS, Accelerator, Layout, ModelSpec
 from ..units import GiB
-from .evaluate import Site, outcome, physics, site_from_catalog
+from .evaluate import Site, outcome, own_cost, physics, site_from_catalog
 from .fit import fit_suggestions
 from .hardware import check_precision, default_system, efficiency_for, hardware_table
 from .platforms import (
@@ -30,25 +30,16 @@ def host_watts_per_gpu(cat: Catalog, p: Platform) -> float:
     system = p.system or default_system(cat, p.accelerator)
     if system is None:
         return 0.0
-    host = system.max_power_watts - system.gpus_per_node * p.accelerator.tdp_watts
-    return max(host, 0.0) / system.gpus_per_node
+    host = costm.host_watts_per_node(system.max_power_watts, system.gpus_per_node,
+                                     p.accelerator.tdp_watts)
+    return float(host) / system.gpus_per_node
 
 
 def own_usd_per_gpu_hour(p: Platform, site: Site, gpus: Any) -> tuple[Any, Any]:
     """Owned cost per used GPU-hour of `gpus` GPUs of system p over the site's years."""
-    s = p.system
-    assert s is not None and s.price_usd
-    nodes = np.ceil(np.asarray(gpus, dtype=float) / s.gpus_per_node)
-    tco = costm.own_tco(
-        nodes=nodes, gpus_per_node=s.gpus_per_node, system_price_usd=s.price_usd,
-        system_max_power_watts=s.max_power_watts, gpu_tdp_watts=p.accelerator.tdp_watts,
-        years=site.years, utilization=site.utilization,
-        usd_per_kwh=site.electricity_usd_per_kwh, pue=site.pue,
-        colocation_usd_per_kw_month=site.colocation_usd_per_kw_month,
-        maintenance_fraction_per_year=site.maintenance_fraction_per_year,
-        network_usd_per_gpu=site.network_usd_per_gpu, storage_usd_per_gpu=site.storage_usd_per_gpu,
-        install_fraction=site.install_fraction, staff_usd_per_gpu_year=site.staff_usd_per_gpu_year,
-        residual_value_fraction=site.residual_value_fraction, gpu_load_factor=site.gpu_load_factor)
+    assert p.system is not None and p.system.price_usd
+    tco = own_cost(p.system, p.accelerator, site, np.ceil(np.asarray(gpus, dtype=float)
+                                                           / p.system.gpus_per_node))
     return tco.usd_per_gpu_hour, tco.capex_total_usd
 
 
@@ -172,6 +163,11 @@ def _price(cat: Catalog, plat: Platform, pricing: str | None, usd_per_gpu_hour: 
             return "on-demand", plat.prices.get("on-demand")
         return None, None
     mode = costm.MODES[costm.mode_code(pricing)]
+    if mode == "own" and plat.system is not None and not plat.system.price_usd:
+        raise ConfigError(f"system {plat.system.id} has no price in the catalog, so --pricing own "
+                          f"cannot be costed; give --usd-per-gpu-hour X (e.g. from `gpuplan tco "
+                          f"--system {plat.system.id} --price USD`) or price it in a --catalog "
+                          f"overlay")
     if mode == "own" and (plat.system is None or not plat.system.price_usd):
         raise ConfigError(f"--pricing own needs a system with a price; give --system (see "
                           f"`gpuplan catalog systems`), none is known for "
