@@ -95,3 +95,18 @@ def resolve_model(cat: Catalog, name: str) -> ModelSpec:
     if name.endswith(".json") or p.is_dir():
         return model_from_hf_config(p / "config.json" if p.is_dir() else p)
     return cat.model(name)
+
+
+# --- the batch a request trains with when the user gives none ---------------------------
+DEFAULT_BATCH_TOKENS = 4 * 2**20  # ~4M tokens per step, as GPT-3/Llama-class runs use
+
+
+def default_seq_len(model: ModelSpec) -> int:
+    """The model's sequence length, at most 8192."""
+    return int(min(model.max_seq_len, 8192))
+
+
+def default_global_batch(seq_len: int, multiple: int) -> int:
+    """About 4M tokens per step, rounded up to a multiple of dp x micro-batch."""
+    seqs = max(1, round(DEFAULT_BATCH_TOKENS / seq_len))
+    return max(multiple, -(-seqs // multiple) * multiple)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..workload import default_global_batch, default_seq_len  # noqa: F401 (re-exported)
 from . import nonneg_float, positive_int
 
 MODEL_HELP = """model: --model ID (a preset, see `gpuplan models`) or --model path/to/config.json
@@ -55,19 +56,6 @@ def resolve_model(args: argparse.Namespace, cat: Any) -> Any:
     return model_from_flags(layers=args.layers, hidden=args.hidden, heads=args.heads,
                             vocab=args.vocab, kv_heads=args.kv_heads, ffn=args.ffn,
                             mlp=args.mlp, tied_embeddings=args.tied_embeddings)
-
-
-DEFAULT_BATCH_TOKENS = 4 * 2**20  # ~4M tokens per step, as GPT-3/Llama-class runs use
-
-
-def default_seq_len(model: Any) -> int:
-    return int(min(model.max_seq_len, 8192))
-
-
-def default_global_batch(seq_len: int, multiple: int) -> int:
-    """About 4M tokens per step, rounded up to a multiple of dp x micro-batch."""
-    seqs = max(1, round(DEFAULT_BATCH_TOKENS / seq_len))
-    return max(multiple, -(-seqs // multiple) * multiple)
 
 
 def add_site_options(p: argparse.ArgumentParser) -> None:

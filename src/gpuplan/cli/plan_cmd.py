@@ -69,29 +69,19 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _scenario(cat: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from ..errors import UnknownIdError
-
-    table = cat.extra.get("scenarios", {})
-    if args.scenario not in table:
-        raise UnknownIdError("scenario", args.scenario, list(table), "gpuplan plan --help")
-    return dict(table[args.scenario])
-
-
 def build_request(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     from ..catalog import load_catalog
     from ..errors import ConfigError
+    from ..search import scenario
     from ..search.evaluate import site_from_catalog
     from ..search.plan import DEFAULT_MAX_GPUS, Request
     from ..search.platforms import Filters
     from ..units import parse_count
 
     cat = load_catalog(args.catalog)
-    scen: dict[str, Any] = _scenario(cat, args) if args.scenario else {}
+    scen = scenario.load(cat, args.scenario, "gpuplan plan --help")
     if scen:  # the scenario fills what the flags leave unset
-        if scen.get("acquisition") == "either":
-            scen["acquisition"] = "any"
-        cat = _with_scenario_price(cat, scen)
+        cat = scenario.with_scenario_price(cat, scen)
         for flag, key in (("model", "model"), ("deadline_days", "deadline_days"),
                           ("budget_usd", "budget_usd"), ("tokens", "tokens"),
                           ("vendor", "vendor"), ("acquisition", "acquisition"),
@@ -112,7 +102,7 @@ def build_request(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
                       pricing=tuple(args.pricing), clouds=tuple(c.lower() for c in args.cloud),
                       region=args.region or "", export_region=args.export_region or "",
                       allow_consumer=args.allow_consumer)
-    site = site_from_catalog(cat, **site_overrides(args))
+    site = site_from_catalog(cat, **scenario.site_overrides(scen, site_overrides(args)))
     precisions = tuple(p.lower() for p in args.precision) or ("bf16", "fp8")
     for p in precisions:
         if p not in ("fp32", "fp16", "bf16", "fp8"):
@@ -125,44 +115,6 @@ def build_request(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
                   objective=args.objective, top=args.top, filters=filters,
                   precisions=precisions, site=site)
     return cat, req, scen
-
-
-def _with_scenario_price(cat: Any, scen: dict[str, Any]) -> Any:
-    """A scenario may price its system where the catalog has no price (stated in the scenario);
-    apply it to a copy of the catalog, never to the cached one."""
-    import dataclasses
-
-    sid, price = scen.get("system"), scen.get("price")
-    if not sid or not price:
-        return cat
-    s = cat.system(sid)
-    if s.price_usd:
-        return cat
-    priced = dataclasses.replace(s, price_usd=float(price),
-                                 price_source=str(scen.get("price_source", "scenario")))
-    return dataclasses.replace(cat, systems={**cat.systems, s.id: priced})
-
-
-def _scenario_pick(cat: Any, req: Any, scen: dict[str, Any]) -> dict[str, Any] | None:
-    """What the article's own pick (the scenario's system x nodes, owned) would do."""
-    from ..search.plan import at_size
-    from ..search.platforms import system_platform
-
-    if not scen.get("system") or not scen.get("nodes"):
-        return None
-    system = cat.system(scen["system"])
-    if not system.price_usd:
-        return {"system": system.id, "feasible": False, "reason": "no price for this system"}
-    plat = system_platform(cat, system)
-    pick = at_size(cat, req, plat, int(scen["nodes"]) * system.gpus_per_node, "own",
-                   req.precisions)
-    pick["system"] = system.id
-    if pick["feasible"]:
-        pick["meets_deadline"] = (req.deadline_days is None
-                                  or pick["time_to_train_days"] <= req.deadline_days)
-        spend = max(pick["cost_usd"], pick["cash_up_front_usd"])  # as the search counts it
-        pick["meets_budget"] = req.budget_usd is None or spend <= req.budget_usd
-    return pick
 
 
 class _Progress:
@@ -186,8 +138,9 @@ class _Progress:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report.fmt import dumps
+    from ..report.fmt import dumps, jsonable
     from ..report.plan import render
+    from ..search import scenario
     from ..search.plan import search
 
     t0 = time.perf_counter()
@@ -195,8 +148,8 @@ def run(args: argparse.Namespace) -> int:
     result = search(cat, req, progress=_Progress(not args.quiet and not args.json))
     result["elapsed_s"] = time.perf_counter() - t0
     if scen:
-        result["scenario"] = {"name": args.scenario, **scen}
-        result["scenario_pick"] = _scenario_pick(cat, req, scen)
+        result["scenario"] = {"name": scen["id"], **scen}
+        result["scenario_pick"] = jsonable(scenario.pick(cat, req, scen))
     print(dumps(result) if args.json else render(result))
     return 0
 

@@ -554,7 +554,10 @@ def at_size(cat: Catalog, req: Request, plat: Platform, gpus: int, mode: str,
     g = evaluate_group(req, cat, [plat], np.array([gpus]), axes, tally, {})
     if g["gpus"].size == 0:
         tally.pop("_feasible_physics", None)
-        reason = tally.most_common(1)[0][0] if tally else "no valid layout"
+        # the binding reason is the last check that excluded anything (all layouts that
+        # passed the earlier checks failed it), not the most frequent one
+        order = [R_DIVIDE, R_TP_DOMAIN, R_LAYOUT, R_FP8, R_CONSUMER, R_OOM, R_NO_LINK]
+        reason = next((r for r in reversed(order) if tally.get(r)), "no valid layout")
         return {"gpus": gpus, "feasible": False, "reason": reason}
     prices = [r for r in price_rows([plat], req.site) if r[1] == mode]
     if not prices:
@@ -569,6 +572,9 @@ def at_size(cat: Catalog, req: Request, plat: Platform, gpus: int, mode: str,
     first = lambda x: float(np.asarray(x).reshape(-1)[0])  # noqa: E731
     return {"gpus": gpus, "feasible": True, "gpu": plat.accelerator.id, "platform": plat.label,
             "pricing": mode, "time_to_train_days": first(o.days), "cost_usd": first(o.cost_usd),
+            "useful_days": first(o.useful_days), "goodput": first(o.goodput),
+            "gpu_hours": first(o.gpu_hours), "energy_kwh": first(o.energy_kwh),
+            "co2e_kg": first(o.co2e_kg),
             "tokens_per_s": float(g["tokens_per_s"][i]), "mfu": float(g["mfu"][i]),
             "tp": int(g["tp"][i]), "pp": int(g["pp"][i]), "dp": int(g["dp"][i]),
             "zero": int(g["zero"][i]), "micro_batch": int(g["micro_batch"][i]),
