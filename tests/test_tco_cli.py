@@ -12,6 +12,9 @@ import math
 
 import pytest
 
+from gpuplan.catalog import load_catalog
+from gpuplan.report.fmt import usd
+
 H_YEAR = 365.25 * 24
 REL = 1e-9
 
@@ -215,9 +218,8 @@ def test_compare_cloud_rows_and_break_even_by_hand(run_cli, overlay):
     # 2.5 (0.5 + 0.5 / 0.5) = $3.75 per used GPU-hour; u* = (F - 2.5 x 0.5) / (2.5 x 0.5)
     assert rows["reserved-3y"]["usd_per_gpu_hour"] == pytest.approx(3.75, rel=REL)
     u3 = (h["full"] - 1.25) / 1.25
-    expect = None if u3 > 1 else max(u3, 0.0)
-    assert r["break_even_utilization"]["reserved-3y"] == (
-        pytest.approx(expect, rel=REL) if expect is not None else None)
+    assert 0 < u3 <= 1  # the overlay's figures put this break-even inside (0, 1]
+    assert r["break_even_utilization"]["reserved-3y"] == pytest.approx(u3, rel=REL)
     # spot without --model: the list price, no interruption overhead (goodput not applied)
     assert rows["spot"]["usd_per_gpu_hour"] == pytest.approx(2.0, rel=REL)
     assert rows["spot"]["goodput"] is None
@@ -252,25 +254,28 @@ def test_text_output_is_a_readable_table(run_cli, overlay):
                  "own wins above", "assumption"):
         assert word in out, word
     h = hand_own()
-    assert f"${h['per_used']:.3f}" in out
+    assert usd(h["per_used"]) in out  # the report's one money formatter
 
 
 def test_scenario_prints_assumptions_and_answer(run_cli, overlay):
+    """The scenario's job runs through the plan's estimate path (no 6ND here: see
+    test_agreement.py for plan == tco and the 6ND cross-check)."""
     r = tco(run_cli, overlay, "--scenario", "tiny")
     ans = r["scenario"]["answer"]
     assert r["system"] == "tbox" and r["nodes"] == 2
-    # 6 N D with N = llama2-7b's parameter count, D = 1e12
-    from gpuplan.catalog import load_catalog
-
-    n = load_catalog().model("llama2-7b").active_params()
-    assert ans["training_flops"] == pytest.approx(6 * n * 1e12, rel=REL)
-    useful_days = 6 * n * 1e12 / (8 * 400e12 * 0.4) / 86400
-    assert ans["wall_days"] == pytest.approx(useful_days / ans["goodput"], rel=REL)
+    assert ans["feasible"] is True and ans["reason"] is None
+    assert ans["run"]["gpus"] == 8 and ans["run"]["pricing"] == "own"
+    assert ans["wall_days"] == pytest.approx(ans["useful_days"] / ans["goodput"], rel=REL)
     assert ans["meets_deadline"] is False  # hundreds of days on 8 GPUs, not 30
     assert ans["cash_up_front_over_budget_usd"] == pytest.approx(hand_own()["capex"] - 1e5,
                                                                  rel=REL)
+    # the owned run costs its GPU-hours at the owned cost per used GPU-hour
+    assert ans["own_job_cost_usd"] == pytest.approx(ans["gpu_hours"] * hand_own()["per_used"],
+                                                    rel=REL)
     code, out, _ = run_cli("tco", "--scenario", "tiny", "--catalog", overlay)
     assert code == 0 and "a test claim" in out and "missed" in out and "over budget" in out
+    assert f"owned {usd(ans['own_job_cost_usd'])} of the cluster's cost " \
+           f"({usd(hand_own()['capex'])} up front)" in out
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -286,7 +291,6 @@ def test_scenario_prints_assumptions_and_answer(run_cli, overlay):
     (["--system", "tbox", "--utilization", "0.5", "--compare-cloud", "--pricing", "reserved-5y"],
      "unknown pricing mode 'reserved-5y'; did you mean"),
     (["--system", "tbx", "--utilization", "0.5"], "unknown system 'tbx'; did you mean 'tbox'"),
-    (["--system", "tbox"], "give --utilization"),
     (["--utilization", "0.5"], "give --system"),
     (["--system", "tbox-noprice", "--utilization", "0.5"], "has no price in the catalog"),
     (["--scenario", "tinny"], "unknown scenario 'tinny'; did you mean 'tiny'"),
@@ -296,3 +300,94 @@ def test_bad_input_one_line_exit_2(run_cli, overlay, argv, message):
     assert code == 2 and out == ""
     assert err.count("\n") == 1, err
     assert message in err
+
+
+# --- issue #10: bad or edge input gives one exact line or an explicit value -----------------
+@pytest.mark.parametrize("argv, message", [
+    (["--system", "tbox", "--nodes", "1000000000"],
+     "gpuplan: error: --nodes 1,000,000,000 gives 4,000,000,000 GPUs, above the 1,048,576 GPUs "
+     "gpuplan models; lower --nodes\n"),
+    (["--system", "tbox", "--storage", "1e308"],
+     "gpuplan: error: --storage must be at most 1e+12, got 1e+308; fix the value\n"),
+    (["--system", "tbox", "--nodes", "0.5"],
+     "gpuplan: error: --nodes must be a whole number, got 0.5\n"),
+])
+def test_overflowing_input_is_refused_in_one_line(run_cli, overlay, argv, message):
+    code, out, err = run_cli("tco", *argv, "--catalog", overlay)
+    assert (code, out, err) == (2, "", message)
+
+
+def test_minus_zero_is_zero(run_cli, overlay):
+    """--install=-0 is 0: no '$-0' anywhere, a positive zero in JSON."""
+    r = tco(run_cli, overlay, "--system", "tbox", "--install=-0")
+    assert r["capex_usd_lines"]["install"] == 0.0
+    assert math.copysign(1.0, r["capex_usd_lines"]["install"]) == 1.0
+    assert r["assumptions"]["install"] == {"value": 0.0, "from": "flag"}
+    code, out, _ = run_cli("tco", "--system", "tbox", "--install=-0", "--catalog", overlay)
+    assert code == 0 and "$-0" not in out and "-0 " not in out
+
+
+def test_utilization_defaults_from_the_site(run_cli, overlay):
+    """Without --utilization tco uses the site's default (as its help says), not an error."""
+    r = tco(run_cli, overlay, "--system", "tbox", "--nodes", "2")
+    assert r["utilization"] == 0.7
+    assert r["assumptions"]["utilization"] == {"value": 0.7, "from": "default"}
+    assert r["usd_per_gpu_hour"] == pytest.approx(hand_own(util=0.7)["per_used"], rel=REL)
+
+
+def test_never_breaks_even_is_explicit(run_cli, overlay):
+    """A $10M box never beats renting: "never" in JSON (not null) and in the text."""
+    r = tco(run_cli, overlay, "--system", "tbox", "--price", "1e7", "--compare-cloud")
+    assert set(r["break_even_utilization"].values()) == {"never"}
+    assert set(r["break_even_months"].values()) == {"never"}
+    assert {row["break_even_utilization"] for row in r["cloud"]} == {"never"}
+    code, out, _ = run_cli("tco", "--system", "tbox", "--price", "1e7", "--compare-cloud",
+                           "--catalog", overlay)
+    assert code == 0 and "on-demand never, spot never" in out
+
+
+def test_owned_cost_shows_cash_up_front(run_cli, overlay):
+    """Every owned figure is shown with the cash it needs up front (#10 item 6)."""
+    code, out, _ = run_cli("tco", "--system", "tbox", "--nodes", "2", "--utilization", "0.5",
+                           "--compare-cloud", "--catalog", overlay)
+    capex = usd(hand_own()["capex"])
+    assert code == 0
+    assert f"{capex} of it up front" in out
+    assert f"(own: {usd(hand_own()['per_used'])} per used GPU-hour, {capex} up front)" in out
+
+
+def test_a_pod_is_its_system_times_its_nodes(run_json):
+    """`catalog systems` lists pods; tco takes them (--nodes then counts pods)."""
+    cat = load_catalog()
+    pod = cat.pod("dgx-h100-superpod-512")
+    r = run_json("tco", "--system", "dgx-h100-superpod-512")
+    assert (r["system"], r["pod"], r["nodes"]) == (pod.system, pod.id, pod.nodes)
+    assert r["gpus"] == pod.nodes * cat.system(pod.system).gpus_per_node == 512
+    r2 = run_json("tco", "--system", "dgx-h100-superpod-512", "--nodes", "2")
+    assert r2["nodes"] == 128
+    assert r2["capex_usd"] == pytest.approx(2 * r["capex_usd"], rel=REL)
+
+
+def test_estimate_own_pricing_names_the_unpriced_system(run_cli):
+    """`estimate --system dgx-station-a100 --pricing own` used to say "give --system"."""
+    cat = load_catalog()
+    assert not cat.system("dgx-station-a100").price_usd  # the case rests on this
+    code, out, err = run_cli("estimate", "--model", "llama2-7b", "--gpu", "a100-80gb",
+                             "--system", "dgx-station-a100", "--tokens", "1T",
+                             "--pricing", "own")
+    assert (code, out) == (2, "")
+    assert err == ("gpuplan: error: system dgx-station-a100 has no price in the catalog, so "
+                   "--pricing own cannot be costed; give --usd-per-gpu-hour X (e.g. from "
+                   "`gpuplan tco --system dgx-station-a100 --price USD`) or price it in a "
+                   "--catalog overlay\n")
+
+
+def test_zero_utilization_with_owned_pricing_is_refused(run_cli):
+    """`--utilization 0 --pricing own` printed `cost -` and a numpy RuntimeWarning."""
+    code, out, err = run_cli("estimate", "--model", "llama2-7b", "--gpu", "h100",
+                             "--system", "dgx-h100", "--tokens", "1T", "--pricing", "own",
+                             "--utilization", "0")
+    assert (code, out) == (2, "")
+    assert err == ("gpuplan: error: --utilization must be more than 0, got 0: an owned cluster "
+                   "that does no useful work has no cost per GPU-hour; give the share of hours "
+                   "it trains, e.g. 0.7\n")

@@ -316,7 +316,7 @@ def tco(*, system: str | None = None, nodes: float | None = None,
     n = int(values["nodes"])
     if n * sys_.gpus_per_node > MAX_GPUS_CAP:
         raise ConfigError(f"--nodes {n:,} gives {n * sys_.gpus_per_node:,} GPUs, above the "
-                          f"{MAX_GPUS_CAP:,} gpuplan models; lower --nodes")
+                          f"{MAX_GPUS_CAP:,} GPUs gpuplan models; lower --nodes")
     cat, sys_ = _priced(cat, sys_, values, sc)
     if "price" in values:
         origins.setdefault("price", f"scenario {sc.get('id')}")
