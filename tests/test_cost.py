@@ -99,6 +99,27 @@ def test_run_cost_applies_goodput_then_prices_and_meters_energy():
     assert r.co2e_kg == pytest.approx(750, rel=EXACT)
 
 
+
+def test_run_cost_of_a_run_that_never_ends_is_inf_without_warnings():
+    """Goodput 0 (or no progress): wall time, cost, energy are inf for the caller to mask; no
+    numpy RuntimeWarning escapes (the suite turns warnings into errors here)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = c.run_cost(mode=np.array([c.ON_DEMAND, c.RESERVED_3Y, c.CAPACITY_BLOCK]),
+                       useful_hours=np.array([10.0, np.inf, 10.0]), instances=1,
+                       usd_per_instance_hour=0.0, goodput_fraction=np.array([0.0, 0.9, 0.5]),
+                       reuse_utilization=0.5, it_watts=1000, pue=1.2, grid_kg_co2e_per_kwh=0.3)
+    assert np.isinf(r.wall_hours[:2]).all() and np.isinf(r.cost_usd[:2]).all()
+    assert np.isinf(r.energy_kwh[:2]).all() and np.isinf(r.co2e_kg[:2]).all()
+    assert r.cost_usd[2] == 0.0 and r.energy_kwh[2] == pytest.approx(24.0, rel=EXACT)
+
+
+def test_it_power_by_hand():
+    # 16 GPUs x (700 W x 0.8 + 300 W host per GPU x 0.5) = 16 x 710 = 11,360 W
+    assert c.it_power_watts(16, 700, 300, 0.8, 0.5) == pytest.approx(11_360, rel=EXACT)
+
 # --- reliability ----------------------------------------------------------------------------
 def test_llama3_failure_rate_reproduced():
     """Llama 3 (arXiv 2407.21783, sec. 3.3.4): 419 unexpected interruptions in 54 days on
@@ -224,11 +245,6 @@ def test_energy_and_emissions():
     assert c.co2e_kg(kwh, 0.4) == pytest.approx(480, rel=EXACT)
 
 
-def test_own_job_cost():
-    assert c.own_job_cost_usd(1000, 2.5) == pytest.approx(2500, rel=EXACT)
-
-
-# --- buy vs rent ----------------------------------------------------------------------------
 def test_break_even_hand_computation():
     # owning costs $1.20 per calendar GPU-hour; renting $4 per GPU-hour -> 30% utilization
     assert c.break_even_utilization(1.2, 4.0) == pytest.approx(0.3, rel=EXACT)

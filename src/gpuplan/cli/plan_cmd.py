@@ -46,7 +46,8 @@ def register(sub: Any) -> None:
                    "(default 16384)")
     g.add_argument("--objective", default="cost", choices=("cost", "time", "energy"))
     g.add_argument("--top", type=positive_int, default=10, help="plans to list")
-    g.add_argument("--scenario", help="a preset from the article: startup, research, hyperscale")
+    g.add_argument("--scenario", help="a preset from the article: startup, research, hyperscale, "
+                   "gpt3-one-server")
     f = p.add_argument_group("what to consider")
     f.add_argument("--gpu", action="append", default=[], help="only these accelerators "
                    "(repeatable)")

@@ -381,11 +381,6 @@ def own_tco(*, nodes: Any, gpus_per_node: Any, system_price_usd: Any,
     )
 
 
-def own_job_cost_usd(gpu_hours: Any, usd_per_used_gpu_hour: Any) -> np.ndarray:
-    # the job's share of the owned cluster = its GPU-hours x cost per used GPU-hour
-    return _nonneg("GPU-hours", gpu_hours) * _nonneg("cost per GPU-hour", usd_per_used_gpu_hour)
-
-
 # --- buy vs rent ----------------------------------------------------------------------------
 def break_even_utilization(own_usd_per_gpu_hour_at_full_use: Any, cloud_usd_per_gpu_hour: Any,
                            reuse_utilization: Any = 1.0) -> np.ndarray:
