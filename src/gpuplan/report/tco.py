@@ -102,7 +102,7 @@ def render_text(r: TcoResult) -> str:
     out = [] if r.scenario is None else [_scenario_text(r.scenario, r), ""]
     pod = f", pod {r.pod}" if r.pod else ""
     out.append(f"Owning {r.nodes} x {r.system_name} ({o.gpus} x {r.accelerator_name}{pod}) for "
-               f"{r.years:g} years at {pct(r.utilization)} utilization")
+               f"{r.years:g} years at {pct(r.utilization * 100, 0)} utilization")
     out.append("")
     capex = [(k, usd(v)) for k, v in o.capex_usd_lines]
     capex.append(("total (cash up front)", usd(o.capex_usd)))
@@ -127,7 +127,7 @@ def render_text(r: TcoResult) -> str:
 def _when(u: float | None) -> str:
     if u is None:
         return NEVER
-    return "always" if u == 0 else pct(u)
+    return "always" if u == 0 else pct(u * 100, 0)
 
 
 def _cloud_text(r: TcoResult) -> str:
@@ -156,7 +156,8 @@ def _cloud_text(r: TcoResult) -> str:
         f"{usd(r.own.capex_usd)} up front)",
         table(rows, ["offer", "pricing", "list $/GPU-h", "$/used GPU-h", "vs own",
                      "own wins above", "months to pay back"], "llrrrrr"),
-        f"commitments: every hour of the term is paid; idle hours reused at {pct(reuse)}. "
+        f"commitments: every hour of the term is paid; idle hours reused at "
+        f"{pct(reuse * 100 if reuse is not None else None, 0)}. "
         f"spot: list price{spot}",
         "break-even against the cheapest offer of each mode: "
         + ", ".join(f"{b.pricing} {_when(b.utilization)}" for b in r.break_even)])
@@ -196,7 +197,8 @@ def _job_text(a: ScenarioAnswer, r: TcoResult) -> list[str]:
         return [f"{head}: does NOT run, {p.reason} (every layout `gpuplan plan` considers)",
                 peaks]
     lines = [f"{head}: best layout {_layout(p)}, {num(p.tokens_per_s)} tokens/s, MFU "
-             f"{pct(p.mfu)}, goodput {pct(p.goodput, 1)}: {duration(p.time_to_train_days)}, "
+             f"{pct((p.mfu or 0) * 100, 0)}, goodput {pct((p.goodput or 0) * 100)}: "
+             f"{duration(p.time_to_train_days)}, "
              f"{num(p.gpu_hours)} GPU-hours; {num(a.training_flops)} model FLOP", peaks]
     if a.run_longer_than_life:
         lines.append(f"  the run outlasts the {r.years:g}-year life of the servers")
