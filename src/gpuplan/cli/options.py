@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..workload import default_global_batch, default_seq_len  # noqa: F401 (re-exported)
 from . import nonneg_float, positive_int
 
 MODEL_HELP = """model: --model ID (a preset, see `gpuplan models`) or --model path/to/config.json
@@ -56,6 +55,20 @@ def resolve_model(args: argparse.Namespace, cat: Any) -> Any:
     return model_from_flags(layers=args.layers, hidden=args.hidden, heads=args.heads,
                             vocab=args.vocab, kv_heads=args.kv_heads, ffn=args.ffn,
                             mlp=args.mlp, tied_embeddings=args.tied_embeddings)
+
+
+def default_seq_len(model: Any) -> int:
+    """workload.default_seq_len, imported late so that `gpuplan --help` does not load numpy."""
+    from ..workload import default_seq_len as seq_len
+
+    return seq_len(model)
+
+
+def default_global_batch(seq_len: int, multiple: int) -> int:
+    """workload.default_global_batch (imported late, as above)."""
+    from ..workload import default_global_batch as batch
+
+    return batch(seq_len, multiple)
 
 
 def add_site_options(p: argparse.ArgumentParser) -> None:
