@@ -62,10 +62,11 @@ class Scale:
     p1: float
     log: bool = False
     marks: tuple[float, ...] = ()  # tick values, when the data's own values read best
+    steps: int = 5  # about this many tick intervals on a linear axis
 
     @staticmethod
     def fit(values: Sequence[float], p0: float, p1: float, *, zero: bool = False,
-            log: bool | None = None) -> Scale:
+            log: bool | None = None, steps: int = 5) -> Scale:
         vals = [v for v in values if v is not None and math.isfinite(v)] or [0.0, 1.0]
         lo, hi = min(vals), max(vals)
         if log is None:
@@ -76,9 +77,9 @@ class Scale:
         lo = 0.0 if zero or lo > 0 and lo < hi / 3 else lo
         if hi == lo:
             hi = lo + (abs(lo) or 1.0)
-        step = _nice_step((hi - lo) / 5)
+        step = _nice_step((hi - lo) / steps)
         return Scale(lo=math.floor(lo / step) * step, hi=math.ceil(hi / step) * step,
-                     p0=p0, p1=p1)
+                     p0=p0, p1=p1, steps=steps)
 
     def __call__(self, v: float) -> float:
         if self.log:
@@ -97,7 +98,7 @@ class Scale:
                 major = sorted({m * k for m in major for k in (1, 2, 5)
                                 if self.lo <= m * k <= self.hi})
             return major
-        step = _nice_step((self.hi - self.lo) / 5)
+        step = _nice_step((self.hi - self.lo) / self.steps)
         n = round((self.hi - self.lo) / step)
         return [self.lo + i * step for i in range(n + 1)]
 
@@ -253,6 +254,8 @@ def memory_svg(estimates: Sequence[dict[str, Any]], labels: Sequence[str] | None
     tops = [1.08 * max(e["memory_gib"]["total"], e["gpu_memory_gib"]) for e in estimates]
     sy = Scale.fit(tops, y0, y1, zero=True, log=False)
     body = _y_axis(sy, x0, x1, "GiB per GPU", num)
+    body.append(f'<text x="{x1}" y="{TOP - 6}" text-anchor="end" font-size="10" fill="{MUTED}">'
+                'number over a bar: GiB used</text>')
     slot = (x1 - x0) / len(estimates)
     bw = min(56.0, slot * 0.6)
     for i, (e, label) in enumerate(zip(estimates, labels, strict=True)):
@@ -288,9 +291,12 @@ def _memory_bar(e: dict[str, Any], label: str, cx: float, bw: float, sy: Scale,
                f'x2="{_f(cx + bw / 2 + 6)}" y2="{_f(sy(cap))}" stroke="#d64545" stroke-width="2"/>')
     verdict = "fits" if e.get("fits", base <= cap) else "over"
     out.append(f'<text x="{_f(cx)}" y="{_f(min(sy(cap), sy(base)) - 6)}" text-anchor="middle" '
-               f'fill="{INK if verdict == "fits" else "#d64545"}">{num(base)} / {num(cap)}</text>')
-    out.append(f'<text class="bar-label" x="{_f(cx)}" y="{_f(y0 + 16)}" text-anchor="middle" '
-               f'fill="{INK}">{escape(label)}</text></g>')
+               f'font-size="10" fill="{INK if verdict == "fits" else "#d64545"}">{num(base)}'
+               f'</text>')
+    for k, word in enumerate(label.split(" ", 1)):
+        out.append(f'<text class="bar-label" x="{_f(cx)}" y="{_f(y0 + 14 + 12 * k)}" '
+                   f'text-anchor="middle" font-size="10" fill="{INK}">{escape(word)}</text>')
+    out.append("</g>")
     return out
 
 
@@ -318,7 +324,7 @@ def outlook_svg(plan: dict[str, Any]) -> str:
         vals = [o.get(key) for o in pts]
         extra = [0.0, 1.0] if name == "efficiency" else [0.0]
         sy = Scale.fit([v for v in vals if v is not None] + extra, top + panel_h, top, zero=True,
-                       log=False)
+                       log=False, steps=3)
         body += _panel(name, label, pts, key, sx, sy, fmt, col, x0, x1, top, panel_h)
     y0 = TOP + 3 * panel_h + 2 * gap
     body += _x_axis(sx, y0, "GPUs", lambda v: f"{v:,.0f}")
@@ -338,7 +344,7 @@ def _panel(name: str, label: str, pts: list[dict[str, Any]], key: str, sx: Scale
         y = sy(t)
         out.append(f'<line x1="{x0}" y1="{_f(y)}" x2="{x1}" y2="{_f(y)}" stroke="{GRID}"/>'
                    f'<text class="tick" x="{x0 - 6}" y="{_f(y + 4)}" text-anchor="end" '
-                   f'fill="{MUTED}">{escape(fmt(t))}</text>')
+                   f'fill="{MUTED}">{escape(fmt(t) if t else "0")}</text>')
     out.append(f'<text class="label" x="{x1 + 12}" y="{_f(top + h / 2)}" fill="{col}" '
                f'font-weight="600">{escape(label)}</text>')
     xy = [(sx(o["gpus"]), sy(o[key]), o) for o in pts if o.get(key) is not None]

@@ -21,6 +21,7 @@ MODEL_FIELDS = ("model", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab"
 SITE_FIELDS = ("utilization", "years", "electricity", "pue", "grid_intensity", "interruptions",
                "reuse")
 MAX_ROW_ESTIMATES = 10
+MEMORY_BARS = 6  # ranked plans drawn in the memory chart
 
 
 def command_line(command: str, body: dict[str, Any]) -> str:
@@ -121,9 +122,10 @@ def charts(kind: str, data: dict[str, Any]) -> dict[str, str]:
     """The SVG charts of a result (a view's extra keys, when present, add the memory and TCO)."""
     if kind == "plan":
         ests = data.get("estimates") or []
-        labels = [f"#{i} {e['gpus']}x {e['gpu']}" for i, e in enumerate(ests, 1)]
-        out = {"pareto": svg.pareto_svg(data), "outlook": svg.outlook_svg(data),
-               "memory": svg.memory_svg(ests, labels)}
+        ests = ests[:MEMORY_BARS]
+        labels = [f"#{i} {e['gpu']}" for i, e in enumerate(ests, 1)]
+        out = {"pareto": svg.pareto_svg(data), "memory": svg.memory_svg(ests, labels),
+               "outlook": svg.outlook_svg(data)}
         if data.get("tco"):
             out["buy_rent"] = svg.buy_rent_svg(data["tco"])
         return out
