@@ -164,4 +164,5 @@ def render_html(kind: str, data: dict[str, Any]) -> str:
         body.append(f'<p class="muted">command: <code>{escape(data["command"])}</code></p>')
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>gpuplan {kind}</title><style>{CSS}</style></head><body>\n"
-            + "\n".join(body) + "\n<footer class=\"muted\">made by gpuplan</footer></body></html>\n")
+            + "\n".join(body)
+            + "\n<footer class=\"muted\">made by gpuplan</footer></body></html>\n")

@@ -129,7 +129,7 @@ def _x_axis(sx: Scale, y: float, label: str, fmt: Any) -> list[str]:
         x = sx(t)
         out.append(f'<line x1="{_f(x)}" y1="{_f(y)}" x2="{_f(x)}" y2="{_f(y + 4)}" '
                    f'stroke="{MUTED}"/><text class="tick" x="{_f(x)}" y="{_f(y + 16)}" '
-                   f'text-anchor="middle" fill="{MUTED}">{escape(fmt(t))}</text>')
+                   f'text-anchor="middle" fill="{MUTED}">{escape(fmt(t) if t else "0")}</text>')
     out.append(f'<text class="label" x="{_f((sx.p0 + sx.p1) / 2)}" y="{_f(y + 34)}" '
                f'text-anchor="middle" fill="{INK}">{escape(label)}</text></g>')
     return out
@@ -142,7 +142,7 @@ def _y_axis(sy: Scale, x0: float, x1: float, label: str, fmt: Any) -> list[str]:
         y = sy(t)
         out.append(f'<line x1="{_f(x0)}" y1="{_f(y)}" x2="{_f(x1)}" y2="{_f(y)}" '
                    f'stroke="{GRID}"/><text class="tick" x="{_f(x0 - 6)}" y="{_f(y + 4)}" '
-                   f'text-anchor="end" fill="{MUTED}">{escape(fmt(t))}</text>')
+                   f'text-anchor="end" fill="{MUTED}">{escape(fmt(t) if t else "0")}</text>')
     mid = (sy.p0 + sy.p1) / 2
     out.append(f'<text class="label" x="14" y="{_f(mid)}" text-anchor="middle" fill="{INK}" '
                f'transform="rotate(-90 14 {_f(mid)})">{escape(label)}</text></g>')
@@ -413,7 +413,8 @@ def buy_rent_svg(tco: dict[str, Any]) -> str:
                         f'<circle cx="{_f(x)}" cy="{_f(y)}" r="5" fill="#fff" stroke="'
                         f'{colour(mode)}" stroke-width="2"><title>{escape(mode)}: owning is '
                         f'cheaper after {num(be)} months</title></circle><text x="{_f(x + 7)}" '
-                        f'y="{_f(y + (16 if k % 2 else -9))}" fill="{colour(mode)}">{num(be)} mo</text></g>')
+                        f'y="{_f(y + (16 if k % 2 else -9))}" fill="{colour(mode)}">'
+                        f'{num(be)} mo</text></g>')
     body += _legend(legend, x1 + 16, y1 + 8)
     return _frame("buy-rent", title, body, data=dict(
         x_min=sx.lo, x_max=sx.hi, x_log=0, y_min=sy.lo, y_max=sy.hi, y_log=0,
