@@ -83,6 +83,12 @@ def _kind(action: argparse.Action) -> tuple[str, float | None, float | None]:
     return "string", None, None
 
 
+def _names_a_file(a: argparse.Action) -> bool:
+    """A flag that reads or writes a server file (future ones too) is never a request field."""
+    return str(a.metavar or "").upper() in ("FILE", "PATH", "DIR") or a.dest in (
+        "out", "output", "output_dir", "file", "path")
+
+
 @cache
 def _parser(command: str) -> argparse.ArgumentParser:
     from ..cli import build_parser
@@ -99,7 +105,7 @@ def fields(command: str) -> dict[str, Field]:
     """The request fields of a command, in the order of its --help (from the CLI parser)."""
     out: dict[str, Field] = {}
     for a in _parser(command)._actions:
-        if a.dest in HIDDEN or not a.option_strings:
+        if a.dest in HIDDEN or not a.option_strings or _names_a_file(a):
             continue
         kind, lo, hi = _kind(a)
         choices = tuple(str(c) for c in a.choices) if a.choices else ()
