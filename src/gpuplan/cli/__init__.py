@@ -16,7 +16,7 @@ from ..errors import GpuplanError
 
 # module name -> registered by its register(); order is the order in --help
 COMMANDS = ("plan_cmd", "estimate_cmd", "tco_cmd", "validate_cmd", "catalog_cmd", "export_cmd",
-            "prices_cmd")
+            "prices_cmd", "serve_cmd")
 
 EPILOG = """examples:
   gpuplan plan --model llama3-70b --tokens 15T --deadline-days 90

@@ -1,0 +1,182 @@
+"""The ASGI app (Starlette): the JSON API, its OpenAPI schema and the page at `/`.
+
+Starlette rather than FastAPI: two small dependencies (starlette, and uvicorn to serve), and
+the request fields already have one definition, the CLI's argparse parser, from which
+`openapi.py` writes the schema; pydantic models would be a second copy.
+
+Limits: a request body of at most 1 MiB; at most `workers` computations at once and
+`max_queue` waiting (429 past that); each answer within `time_limit_s` (422 past it; the search
+itself is bounded by its search-space cap, so abandoned work ends by itself). Bad input is a
+4xx whose `error` is the CLI's one line; no traceback ever leaves the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from . import adapter
+from .adapter import RequestError
+
+MAX_BODY_BYTES = 1 << 20
+POSTED = ("plan", "estimate", "tco")
+STATIC = {"app.js": "text/javascript", "style.css": "text/css"}
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    size = request.headers.get("content-length")
+    if size and size.isdigit() and int(size) > MAX_BODY_BYTES:
+        raise RequestError(413, "request body larger than 1 MiB")
+    chunks, total = [], 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > MAX_BODY_BYTES:
+            raise RequestError(413, "request body larger than 1 MiB")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise RequestError(400, f"the request body is not valid JSON: {err}") from None
+    if not isinstance(body, dict):
+        raise RequestError(422, "the request body must be a JSON object of CLI flag names "
+                                "with underscores, e.g. {\"model\": \"llama3-8b\"}")
+    return body
+
+
+def _query_body(request: Request, command: str) -> dict[str, Any]:
+    known = adapter.fields(command)
+    body: dict[str, Any] = {}
+    for name in request.query_params:
+        f = known.get(name)
+        values = request.query_params.getlist(name)
+        if f is None:
+            body[name] = values[-1]  # the adapter names the unknown field
+        elif f.kind == "array":
+            body[name] = values
+        elif f.kind == "boolean":
+            body[name] = values[-1].lower() in ("1", "true", "yes", "on")
+        else:
+            body[name] = values[-1]
+    return body
+
+
+class Api:
+    """Runs adapter calls on a bounded thread pool, each within a time limit."""
+
+    def __init__(self, time_limit_s: float = 20.0, workers: int = 4, max_queue: int = 32):
+        self.time_limit_s, self.max_queue = time_limit_s, max_queue
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuplan-web")
+        self.pending = 0
+
+    async def call(self, fn: Any, *args: Any) -> Any:
+        if self.pending >= self.max_queue:
+            raise RequestError(429, "the server is busy; try again in a moment")
+        self.pending += 1
+        fut = asyncio.wrap_future(self.pool.submit(fn, *args))
+        fut.add_done_callback(lambda _: self._done())
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), self.time_limit_s)
+        except TimeoutError:
+            raise RequestError(422, f"this request needs more than the server's "
+                                    f"{self.time_limit_s:g} s limit; narrow the search (gpu, "
+                                    f"vendor, max_gpus) or run the same command locally") from None
+
+    def _done(self) -> None:
+        self.pending -= 1
+
+    async def handle(self, fn: Any, *args: Any) -> Response:
+        try:
+            return JSONResponse(await self.call(fn, *args))
+        except RequestError as err:
+            return _error(err.status, err.message)
+        except Exception as err:  # a bug: one line, no traceback in the response
+            return _error(500, f"internal error ({type(err).__name__}); the same request on "
+                               "the command line shows where")
+
+
+def create_app(time_limit_s: float = 20.0, workers: int = 4) -> Starlette:
+    api = Api(time_limit_s=time_limit_s, workers=workers)
+
+    async def compute(request: Request) -> Response:
+        command = request.path_params["command"]
+        if command not in POSTED:
+            return _error(404, f"no command '{command}'; POST to /api/plan, /api/estimate or "
+                               "/api/tco")
+        try:
+            body = await _body(request)
+        except RequestError as err:
+            return _error(err.status, err.message)
+        if request.query_params.get("charts") in ("1", "true"):
+            from .views import VIEWS
+
+            return await api.handle(VIEWS[command], body)
+        return await api.handle(adapter.run, command, body)
+
+    async def listing(request: Request) -> Response:
+        what = request.path_params.get("what")
+        command = f"catalog/{what}" if what else "validate"
+        if command not in adapter.COMMANDS:
+            return _error(404, f"no catalog '{what}'; choose gpus, systems, offers or models")
+        return await api.handle(adapter.run, command, _query_body(request, command))
+
+    async def report(request: Request) -> Response:
+        from ..report.html import render_html
+        from .views import VIEWS
+
+        command = request.path_params["command"]
+        if command not in POSTED:
+            return _error(404, f"no report '{command}'; choose plan, estimate or tco")
+        try:
+            data = await api.call(VIEWS[command], await _body(request))
+        except RequestError as err:
+            return _error(err.status, err.message)
+        return HTMLResponse(render_html(command, data))
+
+    async def openapi(request: Request) -> Response:
+        from .openapi import schema
+
+        return JSONResponse(schema())
+
+    async def page(request: Request) -> Response:
+        name = request.path_params.get("name", "index.html")
+        if name != "index.html" and name not in STATIC:
+            return _error(404, f"no file '{name}'")
+        text = resources.files("gpuplan.web").joinpath("static", name).read_text()
+        return Response(text, media_type=STATIC.get(name, "text/html"))
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return _error(exc.status_code, f"{exc.detail}: {request.method} {request.url.path}")
+
+    routes = [
+        Route("/", page),
+        Route("/static/{name}", page),
+        Route("/openapi.json", openapi),
+        Route("/api/{command:str}", compute, methods=["POST"]),
+        Route("/api/report/{command:str}", report, methods=["POST"]),
+        Route("/api/catalog/{what:str}", listing),
+        Route("/api/validate", listing),
+    ]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    app.state.api = api
+    return app
