@@ -217,16 +217,16 @@ def test_constraints_hold_for_random_deadlines_and_budgets():
                       max_gpus=1024, filters=Filters(gpus=("h100-sxm", "a100-80gb")), site=site,
                       top=5)
         r = search(cat, req)
-        for p in r["plans"] + r["pareto"]:
-            assert p["time_to_train_days"] <= deadline
-            assert max(p["cost_usd"], p["cash_up_front_usd"]) <= budget
-            assert p["gpus"] <= 1024 and p["gpu"] in ("h100-sxm", "a100-80gb")
-        if not r["plans"]:
-            assert r["relax"]
+        for p in r.plans + r.pareto:
+            assert p.time_to_train_days <= deadline
+            assert max(p.cost_usd, p.cash_up_front_usd) <= budget
+            assert p.gpus <= 1024 and p.gpu in ("h100-sxm", "a100-80gb")
+        if not r.plans:
+            assert r.relax
         else:
             key = {"cost": "cost_usd", "time": "time_to_train_days",
                    "energy": "energy_kwh"}[objective]
-            values = [p[key] for p in r["plans"]]
+            values = [getattr(p, key) for p in r.plans]
             assert values == sorted(values)
 
     check()

@@ -64,11 +64,11 @@ class Request:
                               "plan needs to know how much to train")
         if self.deadline_days is not None and not (
                 self.deadline_days > 0 and math.isfinite(self.deadline_days)):
-            raise ConfigError(f"--deadline-days must be a finite number of days in the future "
-                              f"(> 0), got {self.deadline_days:g}")
+            raise ConfigError(f"--deadline-days must be in the future (> 0) and finite, got "
+                              f"{self.deadline_days:g}")
         if self.budget_usd is not None and not (
                 self.budget_usd > 0 and math.isfinite(self.budget_usd)):
-            raise ConfigError(f"--budget-usd must be a finite amount more than 0, got "
+            raise ConfigError(f"--budget-usd must be more than 0 and finite, got "
                               f"{self.budget_usd:g}")
         if self.objective not in OBJECTIVES:
             raise ConfigError(f"--objective must be one of {', '.join(OBJECTIVES)}")
