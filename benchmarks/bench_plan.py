@@ -32,17 +32,34 @@ CASES = {
 HERE = Path(__file__).resolve().parent
 
 
-def in_process(argv: list[str], repeat: int = 5) -> dict[str, float]:
-    from gpuplan.catalog import load_catalog
-    from gpuplan.cli.plan_cmd import build_request, register
+def _request(argv: list[str]) -> tuple:
+    """The catalog and request `gpuplan.plan` builds for these flags (captured, not searched)."""
+    from gpuplan import api
     from gpuplan.search import plan as planmod
 
-    parser = argparse.ArgumentParser()
-    sub = parser.add_subparsers()
-    register(sub)
-    args = parser.parse_args(["plan", *argv, "--quiet"])
-    cat, req, _ = build_request(args)
-    load_catalog()
+    kwargs = {argv[i].removeprefix("--").replace("-", "_"): argv[i + 1]
+              for i in range(0, len(argv), 2)}
+    if "deadline_days" in kwargs:
+        kwargs["deadline_days"] = float(kwargs["deadline_days"])
+    seen = []
+    original = planmod.search
+
+    def capture(cat, req, progress=None):
+        seen.append((cat, req))
+        return original(cat, req)
+
+    planmod.search = capture
+    try:
+        api.plan(**kwargs)
+    finally:
+        planmod.search = original
+    return seen[0]
+
+
+def in_process(argv: list[str], repeat: int = 5) -> dict[str, float]:
+    from gpuplan.search import plan as planmod
+
+    cat, req = _request(argv)
     physics_time = []
     originals = {name: getattr(planmod, name) for name in ("evaluate_group", "layout_table")}
 
@@ -81,10 +98,10 @@ def in_process(argv: list[str], repeat: int = 5) -> dict[str, float]:
     # the outlook re-evaluates a few counts through evaluate_group too; count the main grid only
     wall = statistics.median(walls)
     phys = statistics.median(physics_time)
-    return {"evaluated": r["evaluated"], "physics_points": r["physics_evaluated"],
-            "feasible": r["feasible"], "fit": r["physically_feasible"], "search_s": wall,
-            "candidates_per_s": r["evaluated"] / wall,
-            "physics_s": phys, "physics_points_per_s": r["physics_evaluated"] / phys}
+    return {"evaluated": r.evaluated, "physics_points": r.physics_evaluated,
+            "feasible": r.feasible, "fit": r.physically_feasible, "search_s": wall,
+            "candidates_per_s": r.evaluated / wall,
+            "physics_s": phys, "physics_points_per_s": r.physics_evaluated / phys}
 
 
 def end_to_end(argv: list[str], repeat: int = 5) -> dict[str, float]:

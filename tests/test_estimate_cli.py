@@ -171,3 +171,60 @@ def test_single_node_offer_without_a_network_runs_and_two_nodes_do_not(run_json)
     assert one["tokens_per_s"] > 0 and one["time_to_train_days"] > 0
     two = run_json(*base, "--gpus", "16")
     assert two["tokens_per_s"] == 0 and two["time_to_train_days"] is None
+
+
+def test_a_layout_the_platform_cannot_run_is_infeasible_with_its_reason(run_json, run_cli):
+    """Issue #10: two 8-GPU instances without a network used to print `step inf` and null
+    times; now the answer is `feasible: false` with the reason, in JSON and in the text."""
+    argv = ["estimate", "--model", "llama2-7b", "--gpu", "mi300x", "--gpus", "16",
+            "--offer", "do-gpu-mi300x8-1536gb-atl1", "--tokens", "140B"]
+    r = run_json(*argv)
+    assert r["feasible"] is False and r["infeasible_code"] == "no_link"
+    assert r["infeasible_reason"].startswith("cannot run: traffic must cross a link")
+    assert r["step_time_s"] is None and r["time_to_train_days"] is None
+    code, out, _ = run_cli(*argv)
+    assert code == 0 and "cannot run:" in out and "inf" not in out.replace("infeasible", "")
+
+
+def test_a_million_gpus_never_finish_and_say_so(run_json, run_cli):
+    """Issue #10: `--gpus 1000000` gave `inf days` (goodput 0%); the cluster fails faster than
+    it can checkpoint and restart, so the run is infeasible, with that reason."""
+    argv = ["estimate", "--model", "llama3-8b", "--gpu", "h100", "--gpus", "1000000", "--tp",
+            "8", "--tokens", "1T"]
+    r = run_json(*argv)
+    assert r["feasible"] is False and r["infeasible_code"] == "no_goodput"
+    assert r["time_to_train_days"] is None and r["cost_usd"] is None
+    code, out, _ = run_cli(*argv)
+    assert code == 0 and "cannot finish: at this GPU count" in out
+    assert " inf " not in out and "nan" not in out.lower()
+
+
+@pytest.mark.parametrize("argv, code", [
+    (["--model", "llama3-8b", "--gpu", "rtx-4090", "--gpus", "64", "--zero", "3",
+      "--recompute", "full"], "consumer_beyond_one_node"),
+    (["--model", "llama3-8b", "--gpu", "h100", "--gpus", "32", "--tp", "16"],
+     "tp_beyond_scale_up"),
+])
+def test_estimate_warns_with_the_rules_plan_excludes_with(run_json, run_cli, argv, code):
+    """Issue #9 item 4: one feasibility module; `estimate` runs the configuration and warns
+    (JSON `warnings` with code and message, a text line), `plan` excludes with the same code."""
+    r = run_json("estimate", *argv)
+    assert [w["code"] for w in r["warnings"]] == [code]
+    _, out, _ = run_cli("estimate", *argv)
+    assert "warnings (`gpuplan plan` would exclude this configuration):" in out
+    assert r["warnings"][0]["message"] in out
+
+
+def test_bottleneck_is_the_largest_part_and_a_small_micro_batch_is_named(run_json, run_cli):
+    """Issue #10 item 10: BERT-Large on one A100 spends most of its step in fixed per-layer
+    overhead; the bottleneck says so and the text says the micro-batch is too small."""
+    argv = ["estimate", "--model", "bert-large", "--gpu", "a100-80gb", "--gpus", "1"]
+    r = run_json(*argv)
+    parts = r["time_breakdown_s"]
+    assert parts["overhead_s"] == max(parts.values())
+    assert r["bottleneck"] == "fixed overhead" and r["micro_batch_too_small"] is True
+    _, out, _ = run_cli(*argv)
+    assert "bottleneck: fixed overhead" in out and "micro-batch is too small" in out
+    big = run_json("estimate", "--model", "llama3-70b", "--gpu", "h100", "--gpus", "64",
+                   "--tp", "8", "--zero", "1", "--micro-batch", "1")
+    assert big["bottleneck"] == "compute" and big["micro_batch_too_small"] is False

@@ -6,7 +6,8 @@ import re
 from dataclasses import replace
 
 from gpuplan.estimate.memory import memory_breakdown
-from gpuplan.search.fit import fit_suggestions
+from gpuplan.report.estimate import fit_phrase
+from gpuplan.search.fit import fit_options
 from gpuplan.spec import R_NONE, Layout, ModelSpec
 from gpuplan.units import GiB
 
@@ -17,6 +18,11 @@ CAP = 80 * GiB
 FLAG = {"recompute": ("recompute", {"none": 0, "selective": 1, "full": 2}.get),
         "zero": ("zero", int), "micro-batch": ("micro_batch", int), "tp": ("tp", int),
         "pp": ("pp", int)}
+
+
+def fit_suggestions(*args, **kwargs) -> list[str]:
+    """The phrases `gpuplan estimate` prints for the typed fit options."""
+    return [fit_phrase(o) for o in fit_options(*args, **kwargs)]
 
 
 def total_gib(lay: Layout) -> float:

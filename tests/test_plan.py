@@ -217,16 +217,16 @@ def test_constraints_hold_for_random_deadlines_and_budgets():
                       max_gpus=1024, filters=Filters(gpus=("h100-sxm", "a100-80gb")), site=site,
                       top=5)
         r = search(cat, req)
-        for p in r["plans"] + r["pareto"]:
-            assert p["time_to_train_days"] <= deadline
-            assert max(p["cost_usd"], p["cash_up_front_usd"]) <= budget
-            assert p["gpus"] <= 1024 and p["gpu"] in ("h100-sxm", "a100-80gb")
-        if not r["plans"]:
-            assert r["relax"]
+        for p in r.plans + r.pareto:
+            assert p.time_to_train_days <= deadline
+            assert max(p.cost_usd, p.cash_up_front_usd) <= budget
+            assert p.gpus <= 1024 and p.gpu in ("h100-sxm", "a100-80gb")
+        if not r.plans:
+            assert r.relax
         else:
             key = {"cost": "cost_usd", "time": "time_to_train_days",
                    "energy": "energy_kwh"}[objective]
-            values = [p[key] for p in r["plans"]]
+            values = [getattr(p, key) for p in r.plans]
             assert values == sorted(values)
 
     check()
@@ -266,3 +266,45 @@ def test_progress_bar_only_after_a_moment(monkeypatch, capsys):
     quiet = plan_cmd._Progress(enabled=False)
     quiet(1, 4)
     assert capsys.readouterr().err == ""
+
+
+def test_an_infinite_deadline_is_rejected(run_cli):
+    """Issue #10: `--deadline-days 1e309` printed `deadline inf days`."""
+    code, _, err = run_cli("plan", "--model", "llama3-8b", "--tokens", "1T", "--deadline-days",
+                           "1e309")
+    assert code == 2 and "--deadline-days must be in the future (> 0) and finite, got inf" in err
+
+
+def test_without_a_deadline_the_plan_says_it_uses_a_year(run_json, run_cli):
+    """Issue #10 item 7: without --deadline-days the hyperscale scenario picked a 732-day
+    spot plan; the default deadline (365 days) is applied and said."""
+    r = run_json("plan", "--scenario", "hyperscale")
+    assert r["deadline_days"] == 365 and r["deadline_is_default"] is True
+    assert r["plans"] and all(p["time_to_train_days"] <= 365 for p in r["plans"] + r["pareto"])
+    _, out, _ = run_cli("plan", "--scenario", "hyperscale", "--quiet")
+    assert "deadline 365.0 days (default)" in out
+    assert "(the default deadline; --deadline-days sets it)" in out
+
+
+def test_scaling_efficiency_above_100_percent_says_why(run_json, run_cli):
+    """Issue #10 item 10: GPT-3 on 64 GPUs and more runs micro-batch 8 where 32 GPUs need 4
+    (memory), so tokens/s per GPU rises: each such row is marked with the reason."""
+    r = run_json("plan", "--model", "gpt3-175b", "--tokens", "300B")
+    above = [o for o in r["outlook"] if o["feasible"] and o["scaling_efficiency"] > 1]
+    assert above and all(o["scaling_note"] == "faster_layout" for o in above)
+    _, out, _ = run_cli("plan", "--model", "gpt3-175b", "--tokens", "300B", "--quiet")
+    assert "* above 100%: at" in out and "allows a faster layout" in out
+
+
+def test_owned_options_show_their_cash_up_front(run_json):
+    """Issue #10 item 6: every owned option shows its cash up front beside its cost."""
+    r = run_json("plan", "--model", "llama3-8b", "--tokens", "300B", "--acquisition", "own")
+    w = r["plans"][0]
+    assert w["acquisition"] == "own" and w["cash_up_front_usd"] > 0
+    assert "up front" in r["why"][0]
+
+
+def test_exclusions_carry_codes_beside_the_sentences(llama_plan):
+    codes, text = llama_plan["excluded_codes"], llama_plan["excluded"]
+    assert sum(codes.values()) == sum(text.values())
+    assert codes["out_of_memory"] == text["out of memory"]

@@ -6,15 +6,7 @@ import argparse
 from typing import Any
 
 from . import common_options, nonneg_float, positive_int
-from .options import (
-    add_batch_options,
-    add_model_options,
-    add_site_options,
-    default_global_batch,
-    default_seq_len,
-    resolve_model,
-    site_overrides,
-)
+from .options import add_batch_options, add_model_options, add_site_options, model_args, site_args
 
 EPILOG = """examples:
   gpuplan estimate --model llama2-70b --gpu a100-80gb --gpus 64 --tp 8 --pp 2 --zero 1 \\
@@ -71,56 +63,18 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def build(args: argparse.Namespace) -> dict[str, Any]:
-    """Everything the command prints, as plain values (shared by text and JSON)."""
-    from ..catalog import load_catalog
-    from ..errors import ConfigError
-    from ..search import single
-    from ..spec import OPTIMIZERS, PRECISIONS, RECOMPUTE, Layout, code
-    from ..units import parse_count
-
-    cat = load_catalog(args.catalog)
-    model = resolve_model(args, cat)
-    gpu = cat.accelerator(args.gpu)
-    seq = args.seq_len or default_seq_len(model)
-    zero = 3 if args.fsdp else args.zero
-    if args.fsdp and args.zero not in (0, 3):
-        raise ConfigError("--fsdp means --zero 3; drop one of them")
-    inner = args.tp * args.pp * args.cp
-    if args.dp is None:
-        gpus = args.gpus or inner
-        if gpus % inner:
-            raise ConfigError(f"--gpus {gpus} is not divisible by tp*pp*cp = {inner}; "
-                              f"use a multiple of {inner}")
-        dp = gpus // inner
-    else:
-        dp = args.dp
-        gpus = args.gpus or inner * dp
-    gb = args.global_batch or default_global_batch(seq, dp * args.micro_batch)
-    precision = code(PRECISIONS, args.precision.lower(), "precision")
-    layout = Layout(tp=args.tp, pp=args.pp, dp=dp, cp=args.cp, ep=args.ep, vpp=args.vpp,
-                    zero=zero, micro_batch=args.micro_batch, global_batch=gb, seq_len=seq,
-                    recompute=code(RECOMPUTE, args.recompute.lower(), "recompute mode"),
-                    precision=precision,
-                    optimizer=code(OPTIMIZERS, args.optimizer.lower(), "optimizer"),
-                    sp=not args.no_sp, flash=not args.no_flash_attention, offload=args.offload,
-                    dropout=args.dropout)
-    layout.check(model, gpus)
-    tokens = parse_count(args.tokens, "--tokens") if args.tokens else None
-    if tokens is not None and tokens <= 0:
-        raise ConfigError("--tokens must be more than 0, e.g. 2T")
-    if args.offer and args.usd_per_gpu_hour is not None:
-        raise ConfigError("give either --offer or --usd-per-gpu-hour, not both")
-    overrides = site_overrides(args)
-    return single.estimate(cat, model, gpu, layout, gpus=gpus, tokens=tokens, offer=args.offer,
-                           system=args.system, usd_per_gpu_hour=args.usd_per_gpu_hour,
-                           pricing=args.pricing, overrides=overrides)
-
-
 def run(args: argparse.Namespace) -> int:
-    from ..report.estimate import render
+    from .. import api
+    from ..report.estimate import render_text, to_json
     from ..report.fmt import dumps
 
-    result = build(args)
-    print(dumps(result) if args.json else render(result))
+    result = api.estimate(
+        gpu=args.gpu, gpus=args.gpus, tp=args.tp, pp=args.pp, cp=args.cp, ep=args.ep,
+        dp=args.dp, vpp=args.vpp, zero=args.zero, fsdp=args.fsdp, micro_batch=args.micro_batch,
+        precision=args.precision, optimizer=args.optimizer, recompute=args.recompute,
+        offload=args.offload, sp=not args.no_sp, flash_attention=not args.no_flash_attention,
+        dropout=args.dropout, tokens=args.tokens, offer=args.offer, system=args.system,
+        usd_per_gpu_hour=args.usd_per_gpu_hour, pricing=args.pricing, catalog=args.catalog,
+        **model_args(args), **site_args(args))
+    print(dumps(to_json(result)) if args.json else render_text(result))
     return 0

@@ -36,39 +36,14 @@ def add_batch_options(p: argparse.ArgumentParser) -> None:
                    "a multiple of data-parallel x micro-batch)")
 
 
-def resolve_model(args: argparse.Namespace, cat: Any) -> Any:
-    from ..errors import ConfigError
-    from ..workload import model_from_flags
-    from ..workload import resolve_model as resolve
-
-    dims = {k: getattr(args, k) for k in ("layers", "hidden", "heads", "vocab")}
-    if args.model and any(v is not None for v in dims.values()):
-        raise ConfigError("give either --model or explicit --layers/--hidden/--heads/--vocab, "
-                          "not both")
-    if args.model:
-        return resolve(cat, args.model)
-    missing = [f"--{k}" for k, v in dims.items() if v is None]
-    if missing:
-        raise ConfigError(
-            f"no model given: pass --model ID (see `gpuplan models`) or all of "
-            f"--layers --hidden --heads --vocab (missing {' '.join(missing)})")
-    return model_from_flags(layers=args.layers, hidden=args.hidden, heads=args.heads,
-                            vocab=args.vocab, kv_heads=args.kv_heads, ffn=args.ffn,
-                            mlp=args.mlp, tied_embeddings=args.tied_embeddings)
+MODEL_FLAGS = ("model", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "mlp",
+               "tied_embeddings")
 
 
-def default_seq_len(model: Any) -> int:
-    """workload.default_seq_len, imported late so that `gpuplan --help` does not load numpy."""
-    from ..workload import default_seq_len as seq_len
-
-    return seq_len(model)
-
-
-def default_global_batch(seq_len: int, multiple: int) -> int:
-    """workload.default_global_batch (imported late, as above)."""
-    from ..workload import default_global_batch as batch
-
-    return batch(seq_len, multiple)
+def model_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The model and batch flags, named as `gpuplan.api` arguments."""
+    return {**{k: getattr(args, k) for k in MODEL_FLAGS},
+            "seq_len": args.seq_len, "global_batch": args.global_batch}
 
 
 def add_site_options(p: argparse.ArgumentParser) -> None:
@@ -85,12 +60,13 @@ def add_site_options(p: argparse.ArgumentParser) -> None:
                    help="utilization at which an unused commitment is reused by others")
 
 
-def site_overrides(args: argparse.Namespace) -> dict[str, float | None]:
-    """The site flags of `add_site_options`, named as `search.evaluate.Site` fields."""
-    return dict(utilization=args.utilization, years=args.years,
-                electricity_usd_per_kwh=args.electricity, pue=args.pue,
-                grid_kg_co2e_per_kwh=args.grid_intensity,
-                spot_interruptions_per_hour=args.interruptions, reuse_utilization=args.reuse)
+SITE_FLAGS = ("utilization", "years", "electricity", "pue", "grid_intensity", "interruptions",
+              "reuse")
+
+
+def site_args(args: argparse.Namespace) -> dict[str, float | None]:
+    """The site flags of `add_site_options`, named as `gpuplan.api` arguments."""
+    return {k: getattr(args, k) for k in SITE_FLAGS}
 
 
 def _fraction_arg(text: str) -> float:

@@ -1,70 +1,126 @@
-"""Text rendering of `gpuplan estimate` results (L5)."""
+"""Text and JSON of `gpuplan estimate` results (L5): every sentence of an estimate is here."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .fmt import num, table, usd
+from ..search.results import Estimate, FitOption
+from .fmt import duration, gib, jsonable, num, pct, table, usd
+from .reasons import reason, warning_message
+
+# Infeasible estimates: why the run cannot happen, by feasibility code.
+INFEASIBLE = {
+    "no_link": "cannot run: traffic must cross a link this platform lacks (e.g. more GPUs than "
+               "one instance that has no network between instances)",
+    "no_goodput": "cannot finish: at this GPU count the cluster fails more often than it can "
+                  "checkpoint and restart (goodput 0); use fewer GPUs",
+}
 
 
-def render(r: dict[str, Any]) -> str:
-    lay = r["layout"]
-    lines = [
-        f"{r['model']} ({r['params'] / 1e9:.1f}B parameters"
-        + (f", {r['active_params'] / 1e9:.1f}B active" if r["active_params"] != r["params"] else "")
-        + f") on {r['gpus']} x {r['gpu']} ({r['platform']}, {r['gpus_per_node']} per node)",
-        f"layout: tp {lay['tp']}  pp {lay['pp']}"
-        + (f" (x{lay['vpp']} interleaved)" if lay["vpp"] > 1 else "")
-        + f"  cp {lay['cp']}  ep {lay['ep']}  dp {lay['dp']}  zero {lay['zero']}  "
-        f"micro-batch {lay['micro_batch']}  global batch {lay['global_batch']} x "
-        f"{lay['seq_len']} tokens ({lay['microbatches']} micro-batches)",
-        f"        {lay['precision']}  {lay['optimizer']}  recompute {lay['recompute']}  "
-        f"SP {'on' if lay['sp'] else 'off'}  flash attention {'on' if lay['flash'] else 'off'}"
-        + ("  optimizer offloaded to CPU" if lay["offload"] else ""),
-        "",
-        "memory per GPU (most loaded pipeline stage), GiB = 2^30 bytes",
+def fit_phrase(o: FitOption) -> str:
+    """'fits with --recompute full (71.2 GiB of 80.0 GiB)'."""
+    used = f"({gib(o.memory_gib)} of {gib(o.capacity_gib)})"
+    if o.knob == "gpus":
+        return f"needs >= {o.gpus} GPUs with --zero 3 {used}"
+    if o.knob == "gpus+full":
+        return f"needs >= {o.gpus} GPUs with --zero 3 --recompute full {used}"
+    return f"fits with {o.flags} {used}"
+
+
+def _header(r: Estimate) -> list[str]:
+    lay = r.layout
+    return [
+        f"{r.model} ({r.params / 1e9:.1f}B parameters"
+        + (f", {r.active_params / 1e9:.1f}B active" if r.active_params != r.params else "")
+        + f") on {r.gpus} x {r.gpu} ({r.platform}, {r.gpus_per_node} per node)",
+        f"layout: tp {lay.tp}  pp {lay.pp}" + (f" (x{lay.vpp} interleaved)" if lay.vpp > 1 else "")
+        + f"  cp {lay.cp}  ep {lay.ep}  dp {lay.dp}  zero {lay.zero}  "
+        f"micro-batch {lay.micro_batch}  global batch {lay.global_batch} x "
+        f"{lay.seq_len} tokens ({lay.microbatches} micro-batches)",
+        f"        {lay.precision}  {lay.optimizer}  recompute {lay.recompute}  "
+        f"SP {'on' if lay.sp else 'off'}  flash attention {'on' if lay.flash else 'off'}"
+        + ("  optimizer offloaded to CPU" if lay.offload else ""),
     ]
-    m = r["memory_gib"]
-    rows = [(k, f"{m[k]:.2f}") for k in ("weights", "gradients", "optimizer", "activations",
-                                         "other")]
-    rows.append(("total", f"{m['total']:.2f}"))
-    rows.append(("GPU memory", f"{r['gpu_memory_gib']:.2f}"))
-    lines.append(table(rows, ["part", "GiB"], "lr"))
-    if r["fits"]:
-        lines.append(f"fits, with {r['headroom_gib']:.1f} GiB headroom")
-    else:
-        lines.append(f"DOES NOT FIT: {-r['headroom_gib']:.1f} GiB over")
-        for s in r["suggestions"]:
-            lines.append(f"  - {s}")
-        if not r["suggestions"]:
-            lines.append("  - no single change of recompute, ZeRO, offload, micro-batch, TP, PP "
-                         "or GPU count makes it fit; `gpuplan plan --model "
-                         f"{r['model']} --gpu {r['gpu']} --tokens N` searches combinations")
-    lines += ["", "time per step"]
-    tb = r["time_breakdown_s"]
+
+
+def _memory(r: Estimate) -> list[str]:
+    m = r.memory_gib
+    rows = [(k, f"{getattr(m, k):.2f}") for k in ("weights", "gradients", "optimizer",
+                                                   "activations", "other", "total")]
+    rows.append(("GPU memory", f"{r.gpu_memory_gib:.2f}"))
+    lines = ["", "memory per GPU (most loaded pipeline stage), GiB = 2^30 bytes",
+             table(rows, ["part", "GiB"], "lr")]
+    if r.fits:
+        return lines + [f"fits, with {gib(r.headroom_gib)} headroom"]
+    lines.append(f"DOES NOT FIT: {gib(-r.headroom_gib)} over")
+    lines += [f"  - {fit_phrase(s)}" for s in r.suggestions]
+    if not r.suggestions:
+        lines.append("  - no single change of recompute, ZeRO, offload, micro-batch, TP, PP or "
+                     f"GPU count makes it fit; `gpuplan plan --model {r.model} --gpu {r.gpu} "
+                     "--tokens N` searches combinations")
+    return lines
+
+
+def _time(r: Estimate) -> list[str]:
+    lines = ["", "time per step"]
+    if r.step_time_s is None:
+        return lines + [INFEASIBLE.get(r.infeasible_reason or "", reason(r.infeasible_reason))]
     rows = [(k.removesuffix("_s").replace("_", " "), f"{v * 1e3:,.1f}")
-            for k, v in tb.items() if v > 0]
-    rows.append(("step", f"{r['step_time_s'] * 1e3:,.1f}"))
-    lines.append(table(rows, ["part", "ms"], "lr"))
-    lines.append(
-        f"tokens/s {num(r['tokens_per_s'])} (cluster), {num(r['tokens_per_s_per_gpu'])} per GPU;"
-        f" MFU {r['mfu'] * 100:.1f}%  HFU {r['hfu'] * 100:.1f}%  bottleneck: {r['bottleneck']}")
-    if not r["tokens_per_s"]:
-        lines.append("cannot run: traffic must cross a link this platform lacks (e.g. more GPUs "
-                     "than one instance that has no network between instances)")
-    if r["efficiency_is_guess"]:
+            for k, v in r.time_breakdown_s if v > 0]
+    rows.append(("step", f"{r.step_time_s * 1e3:,.1f}"))
+    lines += [table(rows, ["part", "ms"], "lr"),
+              f"tokens/s {num(r.tokens_per_s)} (cluster), {num(r.tokens_per_s_per_gpu)} per GPU;"
+              f" MFU {pct(r.mfu * 100, 1)}  HFU {pct(r.hfu * 100, 1)}  bottleneck: {r.bottleneck}"]
+    if r.micro_batch_too_small:
+        lines.append("the micro-batch is too small to keep the GPU busy: fixed per-layer "
+                     "overhead or small matrix multiplies dominate the step (a larger "
+                     "--micro-batch or --seq-len uses the GPU better)")
+    if r.efficiency_is_guess:
         lines.append("note: no published run calibrates this GPU family; its efficiency is a "
                      "stated guess (see docs/calibration.md)")
-    if r["tokens"] is not None and r["tokens_per_s"]:
-        lines += ["", f"training on {num(r['tokens'])} tokens"]
-        lines.append(f"  {r['time_to_train_days']:,.1f} days wall clock "
-                     f"({r['useful_days']:,.1f} days of useful compute, goodput "
-                     f"{r['goodput'] * 100:.1f}% after failures and checkpoints)")
-        lines.append(f"  {r['gpu_hours']:,.0f} GPU-hours, energy {r['energy_kwh']:,.0f} kWh, "
-                     f"{r['co2e_kg'] / 1000:,.1f} t CO2e")
-        if r["cost_usd"] is not None:
-            lines.append(f"  cost {usd(r['cost_usd'])} ({r['pricing']}, "
-                         f"{usd(r['usd_per_gpu_hour'])} per GPU-hour)")
-        else:
-            lines.append("  cost: give --offer ID, --usd-per-gpu-hour X or --pricing own")
+    return lines
+
+
+def _run(r: Estimate) -> list[str]:
+    if r.tokens is None or r.step_time_s is None:
+        return []
+    lines = ["", f"training on {num(r.tokens)} tokens"]
+    if r.time_to_train_days is None:
+        return lines + ["  " + INFEASIBLE.get(r.infeasible_reason or "",
+                                              reason(r.infeasible_reason))]
+    lines += [f"  {duration(r.time_to_train_days)} wall clock ({duration(r.useful_days)} of "
+              f"useful compute, goodput {pct(r.goodput * 100, 1)} after failures and checkpoints)",
+              f"  {r.gpu_hours:,.0f} GPU-hours, energy {r.energy_kwh:,.0f} kWh, "
+              f"{(r.co2e_kg or 0) / 1000:,.1f} t CO2e"]
+    if r.cost_usd is not None:
+        lines.append(f"  cost {usd(r.cost_usd)} ({r.pricing}, {usd(r.usd_per_gpu_hour)} per "
+                     "GPU-hour)")
+    else:
+        lines.append("  cost: give --offer ID, --usd-per-gpu-hour X or --pricing own")
+    return lines
+
+
+def render_text(r: Estimate) -> str:
+    lines = _header(r) + _memory(r) + _time(r) + _run(r)
+    shown = {"out_of_memory", r.infeasible_reason}  # already said above
+    warn = [w for w in r.warnings if w.code not in shown]
+    if warn:
+        lines += ["", "warnings (`gpuplan plan` would exclude this configuration):"]
+        lines += [f"- {warning_message(w)}" for w in warn]
     return "\n".join(lines)
+
+
+def to_json(r: Estimate) -> dict[str, Any]:
+    """The `--json` contract of gpuplan 0.1 plus `feasible`, `infeasible_reason` (a sentence)
+    with its code, `warnings` ({code, message}) and `suggestion_detail`."""
+    out = jsonable(r)
+    out.update(
+        memory_detail_gib=dict(r.memory_detail_gib),
+        time_breakdown_s=dict(r.time_breakdown_s),
+        suggestions=[fit_phrase(s) for s in r.suggestions],
+        suggestion_detail=jsonable(r.suggestions),
+        infeasible_reason=(INFEASIBLE.get(r.infeasible_reason, reason(r.infeasible_reason))
+                           if r.infeasible_reason else None),
+        infeasible_code=r.infeasible_reason,
+        warnings=[{"code": w.code, "message": warning_message(w)} for w in r.warnings])
+    return out

@@ -58,22 +58,33 @@ def num(x: float | None, digits: int = 3) -> str:
 
 
 def usd(x: float | None) -> str:
+    """The one money format: cents below $100 ($6.88), whole dollars below a million
+    ($5,000; $169,420), then millions and billions with two decimals ($2.30M, $1.25B)."""
     if x is None or not math.isfinite(x):
         return "-"
-    if abs(x) >= 1e6:
-        return f"${x / 1e6:,.2f}M"
-    if abs(x) >= 1e4:
-        return f"${x / 1e3:,.1f}k"
-    return f"${x:,.2f}"
+    x = x + 0.0  # no "$-0"
+    sign = "-" if x < 0 else ""
+    a = abs(x)
+    if a >= 1e9:
+        return f"{sign}${a / 1e9:,.2f}B"
+    if a >= 1e6:
+        return f"{sign}${a / 1e6:,.2f}M"
+    if a >= 100 or a == 0:
+        text = f"{a:,.0f}"
+        return f"${text}" if text == "0" else f"{sign}${text}"
+    return f"{sign}${a:,.2f}"
 
 
 def duration(days: float | None) -> str:
-    """Days for runs of a day or more, hours below (a BERT run is not '0.0 days')."""
+    """The one duration format: days for a day or more ('46.8 days'), hours below ('5.2
+    hours'), minutes below an hour (a BERT run is not '0.0 days')."""
     if days is None or not math.isfinite(days):
         return "-"
     if days >= 1:
-        return f"{days:,.1f} d"
-    return f"{days * 24:,.1f} h"
+        return f"{days:,.1f} days"
+    if days * 24 >= 1:
+        return f"{days * 24:,.1f} hours"
+    return f"{days * 1440:,.1f} minutes"
 
 
 def pct(x: float | None, digits: int = 1) -> str:
@@ -81,3 +92,10 @@ def pct(x: float | None, digits: int = 1) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "-"
     return f"{x:.{digits}f}%"
+
+
+def gib(x: float | None, digits: int = 1) -> str:
+    """GiB (2^30 bytes), the unit of every memory output: '71.2 GiB'."""
+    if x is None or not math.isfinite(x):
+        return "-"
+    return f"{x:,.{digits}f} GiB"

@@ -1,124 +1,298 @@
-"""Text rendering of `gpuplan plan` results (L5)."""
+"""Text and JSON of `gpuplan plan` results (L5): every sentence of a plan is written here."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .fmt import duration, num, table, usd
+from ..search.results import Comparison, Favourite, Note, PlanResult, PlanRow, Relax, SizeResult
+from .fmt import duration, jsonable, num, pct, table, usd
+from .reasons import PLATFORM_REASONS, reason
 
 
-def _layout(p: dict[str, Any]) -> str:
-    parts = [f"tp{p['tp']}", f"pp{p['pp']}", f"dp{p['dp']}"]
-    if p.get("cp", 1) > 1:
-        parts.append(f"cp{p['cp']}")
-    if p.get("ep", 1) > 1:
-        parts.append(f"ep{p['ep']}")
-    parts.append(f"z{p['zero']}")
-    parts.append(f"mb{p['micro_batch']}")
+def _layout(p: PlanRow) -> str:
+    parts = [f"tp{p.tp}", f"pp{p.pp}", f"dp{p.dp}"]
+    if p.cp > 1:
+        parts.append(f"cp{p.cp}")
+    if p.ep > 1:
+        parts.append(f"ep{p.ep}")
+    parts += [f"z{p.zero}", f"mb{p.micro_batch}"]
     return " ".join(parts)
 
 
-def plans_table(plans: list[dict[str, Any]]) -> str:
-    rows = []
-    for i, p in enumerate(plans, 1):
-        rows.append((i, p["gpu"], p["gpus"], _layout(p), p["precision"], p["recompute"],
-                     p["platform"], p["pricing"], duration(p["time_to_train_days"]),
-                     usd(p["cost_usd"]), f"{p['mfu'] * 100:.0f}%",
-                     f"{p['memory_gib_per_gpu']:.0f}/{p['gpu_memory_gib']:.0f}",
-                     p["bottleneck"]))
+def plans_table(plans: tuple[PlanRow, ...]) -> str:
+    rows = [(i, p.gpu, p.gpus, _layout(p), p.precision, p.recompute, p.platform, p.pricing,
+             duration(p.time_to_train_days), usd(p.cost_usd), pct(p.mfu * 100, 0),
+             f"{p.memory_gib_per_gpu:.0f}/{p.gpu_memory_gib:.0f}", p.bottleneck)
+            for i, p in enumerate(plans, 1)]
     return table(rows, ["#", "gpu", "n", "layout", "prec", "recompute", "where", "pricing",
                         "time", "cost", "MFU", "GiB/GPU", "bottleneck"],
                  "rlrlllllrrrrl")
 
 
-def render(r: dict[str, Any]) -> str:
-    lines = []
-    if r.get("scenario"):
-        s = r["scenario"]
-        lines.append(f"scenario {s['name']}: " + str(s.get("title") or s.get("description") or ""))
-        for key in ("article_claim", "claim"):
-            if s.get(key):
-                lines.append(f"  the article says: {s[key]}")
-        lines.append("")
+def _option(p: PlanRow) -> str:
+    """'1024 x b300 (aws ..., spot) in 46.8 days for $2.30M'."""
+    return (f"{p.gpus} x {p.gpu} ({p.platform}, {p.pricing}) in {duration(p.time_to_train_days)}"
+            f" for {usd(p.cost_usd)}")
+
+
+def _up_front(p: PlanRow) -> str:
+    """An owned option's cash up front, said beside its cost (issue #10 item 6)."""
+    return f"; {usd(p.cash_up_front_usd)} up front" if p.acquisition == "own" else ""
+
+
+def _constraints(r: PlanResult) -> str:
     cons = []
-    if r["deadline_days"] is not None:
-        cons.append(f"deadline {r['deadline_days']:g} days")
-    if r["budget_usd"] is not None:
-        cons.append(f"budget {usd(r['budget_usd'])}")
-    lines.append(
-        f"plan for {r['model']} on {num(r['tokens'])} tokens (sequence {r['seq_len']}, "
-        f"global batch {r['global_batch']}), objective: {r['objective']}"
-        + (f"; {', '.join(cons)}" if cons else ""))
-    lines.append(f"evaluated {r['evaluated']:,} candidates ({r['physics_evaluated']:,} "
-                 f"hardware x layout points) in {r.get('elapsed_s', 0):.2f} s; "
-                 f"{r['feasible']:,} feasible")
-    lines.append("")
-    if r["plans"]:
-        lines.append(plans_table(r["plans"]))
-        lines.append("")
-        lines += [f"- {w}" for w in r["why"]]
-    else:
-        lines.append("NO FEASIBLE PLAN.")
-        lines += [f"- {x}" for x in r["relax"]]
-    pick = r.get("scenario_pick")
-    if pick:
-        lines.append("")
-        if pick["feasible"]:
-            verdict = []
-            if r["deadline_days"] is not None:
-                verdict.append("meets the deadline" if pick["meets_deadline"]
-                               else "MISSES the deadline")
-            if r["budget_usd"] is not None:
-                verdict.append("within budget" if pick["meets_budget"] else "OVER budget")
-            lines.append(
-                f"the article's pick, {pick['gpus']} x {pick['gpu']} ({pick['platform']}, owned): "
-                f"{pick['time_to_train_days']:,.1f} days, {usd(pick['cost_usd'])} of the "
-                f"cluster's cost over the run, {usd(pick['cash_up_front_usd'])} up front"
-                + (f"; {', '.join(verdict)}" if verdict else ""))
-        else:
-            lines.append(f"the article's pick ({pick['system']}): infeasible, {pick['reason']}")
-    if r["favourite"]:
-        lines.append("")
-        lines.append("the GPUs you asked for:")
-        lines += [f"- {x}" for x in r["favourite"]]
-    if r["outlook"]:
-        lines.append("")
-        lines.append("scaling outlook for the winner (best layout at each size, same pricing):")
-        rows = []
-        for o in r["outlook"]:
-            if not o.get("feasible"):
-                rows.append((o["gpus"], "-", "-", "-", o.get("reason", "infeasible")))
-                continue
-            rows.append((o["gpus"], duration(o["time_to_train_days"]), usd(o["cost_usd"]),
-                         f"{o['mfu'] * 100:.0f}%",
-                         f"{o.get('scaling_efficiency', float('nan')) * 100:.0f}%"))
-        lines.append(table(rows, ["GPUs", "time", "cost", "MFU", "scaling efficiency"],
-                           "rrrrr"))
-    if len(r["pareto"]) > 1:
-        lines.append("")
-        lines.append(f"cost/time Pareto front ({len(r['pareto'])} plans; --json lists them):")
-        front = r["pareto"]
-        pick = front if len(front) <= 6 else [front[i * (len(front) - 1) // 5] for i in range(6)]
-        lines.append(table([(p["gpus"], p["gpu"], p["pricing"], duration(p["time_to_train_days"]),
-                             usd(p["cost_usd"])) for p in pick],
-                           ["n", "gpu", "pricing", "time", "cost"], "rllrr"))
-    a = r.get("assumptions")
-    if a:
-        lines.append("")
-        lines.append(
-            f"assumptions: owned hardware over {a['own_years']:g} years at "
-            f"{a['own_utilization'] * 100:.0f}% utilization; unused committed hours reused at "
-            f"{a['commitment_reuse_utilization'] * 100:.0f}%; spot reclaimed "
-            f"{a['spot_interruptions_per_instance_hour']:g} times per instance-hour; one GPU "
-            f"failure per {a['gpu_mtbf_hours']:,.0f} GPU-hours; ${a['electricity_usd_per_kwh']:g}"
-            f"/kWh at PUE {a['pue']:g} (flags --years, --utilization, --reuse, --interruptions, "
-            f"--electricity, --pue; `gpuplan catalog site` gives the sources)")
-    if r["excluded"]:
-        lines.append("")
-        lines.append("excluded candidates: " + "; ".join(
-            f"{k} {v:,}" for k, v in sorted(r["excluded"].items(), key=lambda kv: -kv[1])))
-    for reason, ids in r.get("excluded_platforms", {}).items():
+    if r.deadline_days is not None:
+        cons.append(f"finishing within {duration(r.deadline_days)}"
+                    + (" (the default deadline; --deadline-days sets it)"
+                       if r.deadline_is_default else ""))
+    if r.budget_usd is not None:
+        cons.append(f"costing at most {usd(r.budget_usd)}")
+    return " and ".join(cons)
+
+
+def winner_line(r: PlanResult) -> str:
+    w = r.plans[0]
+    obj = {"cost": "cheapest", "time": "fastest", "energy": "least energy"}[r.objective]
+    cons = _constraints(r)
+    return (f"winner: {obj} of {r.options:,} distinct option{'s' if r.options != 1 else ''}"
+            + (f" {cons}" if cons else "") + f": {_option(w)}{_up_front(w)}; MFU "
+            f"{pct(w.mfu * 100, 0)}, limited by {w.bottleneck}, {w.headroom_gib:.0f} GiB memory "
+            "headroom per GPU.")
+
+
+LABELS = {"runner_up": "runner-up", "best_without_spot": "best option without spot",
+          "best_own": "best owned option", "best_cloud": "best cloud option"}
+
+
+def comparison(c: Comparison) -> str:
+    ratio = f"{c.cost_ratio:.2f}x" if c.cost_ratio is not None else "-"
+    return (f"{LABELS.get(c.label, c.label)}: {_option(c.row)} "
+            f"({ratio} the cost, {c.time_ratio:.2f}x the time of the winner){_up_front(c.row)}")
+
+
+def note(n: Note) -> str:
+    if n.code == "spot_assumption":
+        return (f"spot assumes the capacity exists for the whole run and is reclaimed "
+                f"{n.value:g} times per instance-hour (catalog default, a lower bound for GPU "
+                f"instances; --interruptions changes it)")
+    if n.code == "efficiency_guess":
+        return (f"caution: no published run calibrates {n.gpu}'s efficiency; its speed rests "
+                f"on a stated guess (docs/calibration.md)")
+    if n.code == "export_licence":
+        return (f"{n.gpu} needs a US export licence for China; licences have been granted "
+                f"(see `gpuplan catalog show {n.gpu}`)")
+    if n.code == "no_option":
+        return f"no {'owned' if n.acquisition == 'own' else 'cloud'} option meets the constraints"
+    if n.code == "long_run":
+        return (f"caution: the winner runs for {duration(n.value)}; hardware and prices move in "
+                "that time: a tighter --deadline-days trades money for time")
+    if n.code == "micro_batch_too_small":
+        return ("the micro-batch is too small to keep the GPU busy: fixed per-layer overhead "
+                "or small matrix multiplies dominate the step")
+    return n.code
+
+
+def relax(x: Relax) -> str:
+    if x.kind == "budget":
+        return (f"feasible from a budget of {usd(x.budget_usd)}"
+                + (f" (keeping the {x.keep_deadline_days:g}-day deadline)"
+                   if x.keep_deadline_days is not None else ""))
+    if x.kind == "deadline":
+        return (f"feasible from a deadline of {x.deadline_days:,.0f} days"
+                + (f" (keeping the {usd(x.keep_budget_usd)} budget)"
+                   if x.keep_budget_usd is not None else ""))
+    if x.kind == "both":
+        return (f"relax both: the fastest option takes {duration(x.deadline_days)} and the "
+                f"cheapest costs {usd(x.budget_usd)}")
+    if x.kind == "filters":
+        return ("no platform passes the filters; widen --gpu, --vendor, --cloud, --region, "
+                "--acquisition or --export-region")
+    if x.kind == "memory":
+        return (f"nothing that is otherwise valid fits in memory on the platforms left (up to "
+                f"{x.max_gpus} GPUs, single-instance offers capped at one node): allow more "
+                f"GPUs (--max-gpus), other GPUs or a shorter --seq-len")
+    if x.kind == "allow_consumer":
+        return "consumer cards were limited to one node; --allow-consumer lifts that"
+    return "no candidate is valid: " + _counts(x.excluded)
+
+
+def _counts(excluded: Any) -> str:
+    return ", ".join(f"{reason(e.reason)} ({e.count:,})" for e in excluded)
+
+
+def favourite(f: Favourite) -> str:
+    if f.platforms:
+        parts = [PLATFORM_REASONS.get(p.reason, p.reason)
+                 + (f" ({p.status} since {p.since} ({p.rule}))"
+                    if p.reason == "export_controlled" else f" ({p.id})" if p.id != f.gpu else "")
+                 for p in f.platforms]
+        return f"{f.gpu}: " + "; ".join(parts)
+    if f.excluded:
+        return f"{f.gpu}: no feasible candidate: " + _counts(f.excluded)
+    return f"{f.gpu}: no offer or system in the catalog matches the filters"
+
+
+def why(r: PlanResult) -> list[str]:
+    if not r.plans:
+        return []
+    return [winner_line(r)] + [comparison(x) if isinstance(x, Comparison) else note(x)
+                               for x in r.why]
+
+
+def _scenario_lines(r: PlanResult) -> list[str]:
+    if not r.scenario:
+        return []
+    s = dict(r.scenario)
+    lines = [f"scenario {s['name']}: " + str(s.get("title") or s.get("description") or "")]
+    for key in ("article_claim", "claim"):
+        if s.get(key):
+            lines.append(f"  the article says: {s[key]}")
+    return lines + [""]
+
+
+def _pick_lines(r: PlanResult) -> list[str]:
+    p = r.scenario_pick  # search.scenario.Pick
+    if p is None:
+        return []
+    if not p.feasible:
+        return ["", f"the article's pick ({p.system}): infeasible, {reason(p.reason)}"]
+    verdict = []
+    if p.meets_deadline is not None:
+        verdict.append("meets the deadline" if p.meets_deadline else "MISSES the deadline")
+    if r.budget_usd is not None and p.meets_budget is not None:
+        verdict.append("within budget" if p.meets_budget else "OVER budget")
+    return ["", f"the article's pick, {p.gpus} x {p.gpu} ({p.platform}, owned): "
+            f"{duration(p.time_to_train_days)}, {usd(p.cost_usd)} of the cluster's cost over "
+            f"the run, {usd(p.cash_up_front_usd)} up front"
+            + (f"; {', '.join(verdict)}" if verdict else "")]
+
+
+def _outlook_lines(r: PlanResult) -> list[str]:
+    if not r.outlook:
+        return []
+    rows, notes = [], []
+    for o in r.outlook:
+        if not o.feasible:
+            rows.append((o.gpus, "-", "-", "-", reason(o.reason) or "infeasible"))
+            continue
+        mark = " *" if o.scaling_note else ""
+        scaling = o.scaling_efficiency * 100 if o.scaling_efficiency is not None else None
+        rows.append((o.gpus, duration(o.time_to_train_days), usd(o.cost_usd),
+                     pct((o.mfu or 0) * 100, 0), pct(scaling, 0) + mark))
+        if o.scaling_note == "faster_layout":
+            notes.append(f"* above 100%: at {o.gpus} GPUs the memory freed allows a faster "
+                         f"layout (tp{o.tp} pp{o.pp} z{o.zero} mb{o.micro_batch}, recompute "
+                         f"{o.recompute}) than at the reference size")
+    return ["", "scaling outlook for the winner (best layout at each size, same pricing):",
+            table(rows, ["GPUs", "time", "cost", "MFU", "scaling efficiency"], "rrrrr"),
+            *notes]
+
+
+def _front_lines(r: PlanResult) -> list[str]:
+    front = r.pareto
+    if len(front) <= 1:
+        return []
+    pick = front if len(front) <= 6 else tuple(front[i * (len(front) - 1) // 5] for i in range(6))
+    return ["", f"cost/time Pareto front ({len(front)} plans; --json lists them):",
+            table([(p.gpus, p.gpu, p.pricing, duration(p.time_to_train_days), usd(p.cost_usd))
+                   for p in pick], ["n", "gpu", "pricing", "time", "cost"], "rllrr")]
+
+
+def _tail_lines(r: PlanResult) -> list[str]:
+    a = r.assumptions
+    lines = ["", f"assumptions: owned hardware over {a.own_years:g} years at "
+             f"{pct(a.own_utilization * 100, 0)} utilization; unused committed hours reused at "
+             f"{pct(a.commitment_reuse_utilization * 100, 0)}; spot reclaimed "
+             f"{a.spot_interruptions_per_instance_hour:g} times per instance-hour; one GPU "
+             f"failure per {a.gpu_mtbf_hours:,.0f} GPU-hours; "
+             f"{usd(a.electricity_usd_per_kwh)}/kWh at PUE {a.pue:g} (flags --years, "
+             f"--utilization, --reuse, --interruptions, --electricity, --pue; `gpuplan catalog "
+             f"site` gives the sources)"]
+    if r.excluded:
+        lines += ["", "excluded candidates: " + "; ".join(
+            f"{reason(e.reason)} {e.count:,}" for e in sorted(r.excluded, key=lambda e: -e.count))]
+    for code, ids in _platforms_by_reason(r).items():
         # the text keeps each entry's head; --json and `gpuplan catalog show ID` give the rule
-        short = sorted({i.split(" (")[0] for i in ids})
-        lines.append(f"excluded platforms, {reason}: " + "; ".join(short))
+        lines.append(f"excluded platforms, {PLATFORM_REASONS.get(code, code)}: "
+                     + "; ".join(sorted(set(ids))))
+    return lines
+
+
+def _platforms_by_reason(r: PlanResult) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for p in r.excluded_platforms:
+        head = f"{p.id}: {p.status} since {p.since}" if p.reason == "export_controlled" else p.id
+        out.setdefault(p.reason, []).append(head)
+    return out
+
+
+def render_text(r: PlanResult, *, timing: bool = True) -> str:
+    """The plan as text; `timing=False` leaves out the search time (golden files)."""
+    lines = _scenario_lines(r)
+    cons = []
+    if r.deadline_days is not None:
+        cons.append(f"deadline {duration(r.deadline_days)}"
+                    + (" (default)" if r.deadline_is_default else ""))
+    if r.budget_usd is not None:
+        cons.append(f"budget {usd(r.budget_usd)}")
+    lines.append(f"plan for {r.model} on {num(r.tokens)} tokens (sequence {r.seq_len}, global "
+                 f"batch {r.global_batch}), objective: {r.objective}"
+                 + (f"; {', '.join(cons)}" if cons else ""))
+    took = f" in {r.elapsed_s or 0:.2f} s" if timing else ""
+    lines += [f"evaluated {r.evaluated:,} candidates ({r.physics_evaluated:,} hardware x "
+              f"layout points){took}; {r.feasible:,} feasible", ""]
+    if r.plans:
+        lines += [plans_table(r.plans), ""] + [f"- {w}" for w in why(r)]
+    else:
+        lines += ["NO FEASIBLE PLAN."] + [f"- {relax(x)}" for x in r.relax]
+    lines += _pick_lines(r)
+    if r.favourite:
+        lines += ["", "the GPUs you asked for:"] + [f"- {favourite(f)}" for f in r.favourite]
+    lines += _outlook_lines(r) + _front_lines(r) + _tail_lines(r)
     return "\n".join(lines)
+
+
+def _size_json(o: SizeResult) -> dict[str, Any]:
+    if not o.feasible:
+        return {"gpus": o.gpus, "feasible": False, "reason": reason(o.reason),
+                "reason_code": o.reason}
+    return {k: v for k, v in jsonable(o).items() if v is not None or k == "scaling_efficiency"}
+
+
+def to_json(r: PlanResult) -> dict[str, Any]:
+    """The `--json` contract: the keys of gpuplan 0.1 (sentences where it had sentences) and,
+    beside each list of sentences, its structured form (`*_detail`, reason codes)."""
+    out = jsonable(r)
+    out.update(
+        best={obj: jsonable(row) for obj, row in r.best},
+        excluded={reason(e.reason): e.count for e in r.excluded},
+        excluded_codes={e.reason: e.count for e in r.excluded},
+        excluded_platforms={PLATFORM_REASONS.get(k, k): v for k, v in _platform_json(r).items()},
+        excluded_platforms_detail=jsonable(r.excluded_platforms),
+        why=why(r), why_detail=[{"kind": type(x).__name__.lower(), **jsonable(x)}
+                                for x in r.why],
+        relax=[relax(x) for x in r.relax], relax_detail=jsonable(r.relax),
+        favourite=[favourite(f) for f in r.favourite], favourite_detail=jsonable(r.favourite),
+        outlook=[_size_json(o) for o in r.outlook],
+        scenario=dict(r.scenario) if r.scenario else None,
+        scenario_pick=_pick_json(r))
+    if r.scenario is None:
+        del out["scenario"], out["scenario_pick"]
+    return out
+
+
+def _platform_json(r: PlanResult) -> dict[str, list[str]]:
+    from .reasons import platform_entry
+
+    out: dict[str, list[str]] = {}
+    for p in r.excluded_platforms:
+        out.setdefault(p.reason, []).append(platform_entry(p))
+    return out
+
+
+def _pick_json(r: PlanResult) -> dict[str, Any] | None:
+    p = r.scenario_pick
+    if p is None:
+        return None
+    return {**jsonable(p), "reason": reason(p.reason), "reason_code": p.reason}

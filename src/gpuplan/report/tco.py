@@ -13,6 +13,7 @@ from ..search.ownership import OwnRecord, ScenarioAnswer, TcoResult
 from ..search.rent import CloudRow
 from ..search.scenario import Pick
 from .fmt import duration, jsonable, num, pct, table, usd
+from .reasons import reason
 
 NEVER = "never"
 
@@ -56,10 +57,11 @@ def _scenario_json(a: ScenarioAnswer) -> dict[str, Any]:
     p = a.own
     out.update({
         "model": a.model, "params": a.params, "tokens": a.tokens, "feasible": p.feasible,
-        "reason": p.reason, "run": jsonable(p), "model_state_fits": p.reason != "out of memory",
+        "reason": reason(p.reason), "run": {**jsonable(p), "reason": reason(p.reason)},
+        "model_state_fits": p.reason != "out_of_memory",
         "cluster_memory_bytes": a.cluster_memory_bytes,
         "peak_flops_total_by_precision": dict(a.peak_flops_total_by_precision),
-        "cloud_runs": [jsonable(c) for c in a.cloud],
+        "cloud_runs": [{**jsonable(c), "reason": reason(c.reason)} for c in a.cloud],
     })
     if a.deadline_days is not None:
         out["deadline_days"] = a.deadline_days
@@ -194,7 +196,7 @@ def _job_text(a: ScenarioAnswer, r: TcoResult) -> list[str]:
     peaks = "  dense peak of the cluster: " + ", ".join(
         f"{k} {num(v)} FLOP/s" for k, v in a.peak_flops_total_by_precision)
     if not p.feasible:
-        return [f"{head}: does NOT run, {p.reason} (every layout `gpuplan plan` considers)",
+        return [f"{head}: does NOT run, {reason(p.reason)} (every layout `gpuplan plan` considers)",
                 peaks]
     lines = [f"{head}: best layout {_layout(p)}, {num(p.tokens_per_s)} tokens/s, MFU "
              f"{pct((p.mfu or 0) * 100, 0)}, goodput {pct((p.goodput or 0) * 100)}: "
@@ -206,7 +208,7 @@ def _job_text(a: ScenarioAnswer, r: TcoResult) -> list[str]:
         lines.append(f"  deadline {a.deadline_days:g} days: "
                      + ("met" if p.meets_deadline else "missed"))
     cloud = ", ".join(f"{c.pricing} {usd(c.cost_usd)} ({c.offer}, {duration(c.time_to_train_days)})"
-                      if c.feasible else f"{c.pricing} on {c.offer}: {c.reason}"
+                      if c.feasible else f"{c.pricing} on {c.offer}: {reason(c.reason)}"
                       for c in a.cloud)
     energy = f"{num((p.energy_kwh or 0) / 1000)} MWh, {num((p.co2e_kg or 0) / 1000)} t CO2e"
     lines.append(f"  the run's cost: owned {usd(p.cost_usd)} of the cluster's cost "

@@ -1,8 +1,9 @@
 """Which knob makes a configuration fit in GPU memory (L4), computed, not guessed.
 
-`fit_suggestions` takes one configuration that does not fit, builds its variants (one knob
+`fit_options` takes one configuration that does not fit, builds its variants (one knob
 changed at a time), evaluates them all in a single vectorized `memory_breakdown` call and returns
-short phrases for the smallest change of each knob that fits, least disruptive first:
+a `FitOption` (flags and the memory they leave) for the smallest change of each knob that fits,
+least disruptive first:
 recompute, ZeRO stage, CPU offload, micro-batch, tensor parallel, pipeline parallel, and finally
 more GPUs with ZeRO-3 (the smallest multiple of 8) -- or, when no GPU count fits, more GPUs with
 ZeRO-3 and full recompute together.
@@ -18,8 +19,9 @@ import numpy as np
 from ..estimate.memory import memory_breakdown
 from ..spec import RECOMPUTE, Layout, ModelSpec
 from ..units import GiB
+from .results import FitOption
 
-__all__ = ["fit_suggestions"]
+__all__ = ["fit_options"]
 
 MAX_TP = 8  # tensor parallelism stays inside one 8-GPU server's scale-up domain
 MAX_GPUS = 65536  # largest cluster the "more GPUs" search considers
@@ -60,7 +62,7 @@ def _variants(model: ModelSpec, base: dict[str, Any], gpus: int) -> list[tuple[s
     return out
 
 
-def fit_suggestions(
+def fit_options(
     model: ModelSpec,
     layout: Layout,
     capacity_bytes: float,
@@ -68,35 +70,31 @@ def fit_suggestions(
     *,
     runtime_overhead_bytes: float,
     fragmentation: float,
-) -> list[str]:
-    """Phrases such as "fits with --recompute full (71.2 GiB of 80.0 GiB)"; [] if it fits.
+) -> tuple[FitOption, ...]:
+    """The smallest change of each knob that makes `layout` fit; () if it fits already.
 
     Each knob is changed alone from `layout` (a single configuration), keeping the global batch
     and, for tp/pp, the GPU count. Only structurally valid variants (`Layout.valid_mask`) count.
     """
     kw = dict(runtime_overhead_bytes=runtime_overhead_bytes, fragmentation=fragmentation)
     if float(memory_breakdown(model, layout, **kw).total) <= capacity_bytes:
-        return []
+        return ()
     base = _scalar(layout)
     variants = _variants(model, base, gpus)
     if not variants:
-        return []
+        return ()
     cols = {k: np.array([ov.get(k, base[k]) for _, _, ov in variants]) for k in base}
     grid = Layout(**cols)
     total = np.asarray(memory_breakdown(model, grid, **kw).total)
     ok = grid.valid_mask(model) & (total <= capacity_bytes)
-    cap = capacity_bytes / GiB
-    out: list[str] = []
+    out: list[FitOption] = []
     done: set[str] = set()
     for i, (knob, flag, _) in enumerate(variants):
         if knob in done or not ok[i] or (knob == "gpus+full" and "gpus" in done):
             continue
         done.add(knob)
-        used = f"({total[i] / GiB:.1f} GiB of {cap:.1f} GiB)"
-        if knob == "gpus":
-            out.append(f"needs >= {flag} GPUs with --zero 3 {used}")
-        elif knob == "gpus+full":
-            out.append(f"needs >= {flag} GPUs with --zero 3 --recompute full {used}")
-        else:
-            out.append(f"fits with {flag} {used}")
-    return out
+        out.append(FitOption(knob=knob, flags=flag,
+                             gpus=int(flag) if knob.startswith("gpus") else None,
+                             memory_gib=float(total[i]) / GiB,
+                             capacity_gib=capacity_bytes / GiB))
+    return tuple(out)

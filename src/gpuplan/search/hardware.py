@@ -1,13 +1,8 @@
 """Hardware arrays from the catalog: one row per (accelerator, platform) candidate (L4).
 
-A *platform* is where the accelerators sit: a catalog `System` (a server and its NICs), a cloud
-`Offer` (an instance and its network bandwidth), a `Platform` given by hand, or None for the
-default platform. Bandwidths in `Hardware` are per GPU and per direction.
-
-Default platform (no system and no offer): the catalog system for that accelerator if one
-exists (the first server, by id); otherwise `DEFAULT_GPUS_PER_NODE` GPUs per node sharing the
-accelerator's own scale-up fabric (PCIe for cards without NVLink), and one
-`DEFAULT_NIC_FABRIC` NIC per GPU -- a stated assumption, shown by `gpuplan estimate`.
+A platform is a catalog `System`, a cloud `Offer`, a `platforms.Platform` (given by hand or
+already resolved), or None for the default platform (see `platforms`). Bandwidths in
+`Hardware` are per GPU and per direction.
 
 Peak FLOP/s per precision: `Hardware.peak_flops_by_precision` has shape (n, 4) with columns in
 `spec.PRECISIONS` order (fp32, fp16, bf16, fp8), nan where the accelerator has no tensor-core
@@ -18,7 +13,7 @@ and Megatron-LM default on Ampere and later), so the fp32 column is the TF32 pea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -27,22 +22,10 @@ from ..catalog import Catalog
 from ..errors import CatalogError, ConfigError
 from ..estimate.compute import Efficiency
 from ..spec import PRECISIONS, Accelerator, Hardware, Offer, System
+from .platforms import DEFAULT_LATENCY_S, Platform, default_system, platform_of
 
-DEFAULT_GPUS_PER_NODE = 8
-DEFAULT_NIC_FABRIC = "roce-100g"
-# Used only when the catalog lacks the fabric above: 100 Gbit/s = 12.5e9 B/s, 5 us (a guess).
-DEFAULT_NIC_BYTES_PER_S = 12.5e9
-DEFAULT_LATENCY_S = 5e-6
-
-
-@dataclass(frozen=True, kw_only=True)
-class Platform:
-    """A platform given by hand (e.g. a published run's cluster)."""
-
-    gpus_per_node: int
-    scale_up_domain: int
-    scale_out_bytes_per_s: float  # per GPU, per direction
-    scale_out_latency_s: float = DEFAULT_LATENCY_S
+__all__ = ["Platform", "check_precision", "default_system", "efficiency_for", "efficiency_rows",
+           "hardware_for", "hardware_table", "peak_row"]
 
 
 def _accelerator(cat: Catalog, accelerator: Accelerator | str) -> Accelerator:
@@ -76,40 +59,6 @@ def check_precision(acc: Accelerator, precision: str) -> int:
         raise ConfigError(f"{acc.id} has no {precision} tensor-core rate in the catalog; "
                           f"use --precision {best}")
     return code
-
-
-def default_system(cat: Catalog, acc: Accelerator) -> System | None:
-    """The first catalog server (by id) built around this accelerator, if any."""
-    found = sorted((s for s in cat.systems.values() if s.accelerator == acc.id),
-                   key=lambda s: (s.kind != "server", s.id))
-    return found[0] if found else None
-
-
-def platform_of(cat: Catalog, acc: Accelerator, platform: System | Offer | Platform | None
-                ) -> Platform:
-    """Resolve any platform (or None = default) to per-GPU scale-out figures."""
-    if platform is None:
-        platform = default_system(cat, acc)
-    if isinstance(platform, Platform):
-        return platform
-    if isinstance(platform, System):
-        fab = cat.fabrics.get(platform.scale_out_fabric)
-        nics = platform.nics_per_node or platform.gpus_per_node
-        per_gpu = (fab.bytes_per_s_per_direction * nics / platform.gpus_per_node if fab
-                   else DEFAULT_NIC_BYTES_PER_S)
-        return Platform(gpus_per_node=platform.gpus_per_node,
-                        scale_up_domain=platform.scale_up_domain,
-                        scale_out_bytes_per_s=per_gpu,
-                        scale_out_latency_s=fab.latency_s if fab else DEFAULT_LATENCY_S)
-    if isinstance(platform, Offer):
-        return Platform(gpus_per_node=platform.count, scale_up_domain=platform.count,
-                        scale_out_bytes_per_s=platform.network_bytes_per_s / platform.count,
-                        scale_out_latency_s=DEFAULT_LATENCY_S)
-    nic = cat.fabrics.get(DEFAULT_NIC_FABRIC)
-    return Platform(gpus_per_node=DEFAULT_GPUS_PER_NODE, scale_up_domain=DEFAULT_GPUS_PER_NODE,
-                    scale_out_bytes_per_s=nic.bytes_per_s_per_direction if nic
-                    else DEFAULT_NIC_BYTES_PER_S,
-                    scale_out_latency_s=nic.latency_s if nic else DEFAULT_LATENCY_S)
 
 
 def hardware_table(cat: Catalog, rows: list[tuple[Accelerator | str,
@@ -168,9 +117,8 @@ def hardware_for(cat: Catalog, accelerator: Accelerator | str, *, precision: str
     for name, v in (("gpus per node", gpn), ("scale-up domain", domain)):
         if v < 1:
             raise ConfigError(f"{name} must be at least 1, got {v}")
-    plat = Platform(gpus_per_node=gpn, scale_up_domain=domain,
-                    scale_out_bytes_per_s=scale_out_bytes_per_s or plat.scale_out_bytes_per_s,
-                    scale_out_latency_s=plat.scale_out_latency_s)
+    plat = replace(plat, gpus_per_node=gpn, scale_up_domain=domain,
+                   scale_out_bytes_per_s=scale_out_bytes_per_s or plat.scale_out_bytes_per_s)
     hw = hardware_table(cat, [(acc, plat)])
     return Hardware(**{**hw.__dict__, "peak_flops": hw.peak_flops_by_precision[:, code]})
 

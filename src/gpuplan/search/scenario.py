@@ -23,7 +23,7 @@ from .evaluate import Site
 from .plan import Request, at_size
 from .platforms import Platform, system_platform
 
-R_NO_PRICE = "no price for this system"
+R_NO_PRICE = "no_price_system"  # a reason code (report/reasons.py)
 # Scenario keys that are site values (owning): they apply unless a flag overrides them.
 SITE_KEYS = ("years", "utilization")
 
@@ -37,7 +37,7 @@ class Pick:
     offer: str | None = None
     gpus: int
     feasible: bool
-    reason: str | None = None  # an exclusion reason of the search (e.g. 'out of memory')
+    reason: str | None = None  # a reason code of search.feasibility (e.g. 'out_of_memory')
     gpu: str | None = None
     platform: str | None = None
     pricing: str | None = None
@@ -133,13 +133,12 @@ def run_on(cat: Catalog, req: Request, plat: Platform, gpus: int, mode: str,
     the request's deadline and budget (the budget counts owned cash up front, as the search)."""
     r = at_size(cat, req, plat, gpus, mode, precs)
     names = {f.name for f in dataclasses.fields(Pick)}
-    fields = {k: v for k, v in r.items() if k in names}
+    fields = {f.name: getattr(r, f.name) for f in dataclasses.fields(r) if f.name in names}
     fields.update(system=plat.system.id if plat.system else None,
                   offer=plat.offer.id if plat.offer else None)
-    if r["feasible"]:
-        fields["meets_deadline"] = (req.deadline_days is None
-                                    or r["time_to_train_days"] <= req.deadline_days)
-        spend = max(r["cost_usd"], r["cash_up_front_usd"])
+    if r.feasible:
+        fields["meets_deadline"] = (r.time_to_train_days or 0.0) <= req.deadline
+        spend = max(r.cost_usd or 0.0, r.cash_up_front_usd or 0.0)
         fields["meets_budget"] = req.budget_usd is None or spend <= req.budget_usd
     return Pick(**fields)
 

@@ -1,7 +1,9 @@
-"""One configuration through the same physics and pricing as the search (`gpuplan estimate`)."""
+"""One configuration through the same physics, pricing and feasibility rules as the search
+(`gpuplan estimate`)."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -9,24 +11,32 @@ import numpy as np
 from ..catalog import Catalog
 from ..errors import ConfigError
 from ..estimate import cost as costm
-from ..estimate.timing import BOTTLENECKS, TIMING_PARTS
-from ..spec import PRECISIONS, Accelerator, Layout, ModelSpec
+from ..estimate.timing import TIMING_PARTS
+from ..spec import OPTIMIZERS, PRECISIONS, RECOMPUTE, Accelerator, Layout, ModelSpec
 from ..units import GiB
+from . import feasibility as fz
 from .evaluate import Site, outcome, own_cost, physics, site_from_catalog
-from .fit import fit_suggestions
+from .fit import fit_options
 from .hardware import check_precision, default_system, efficiency_for, hardware_table
 from .platforms import (
     Platform,
-    as_hardware_platform,
+    PriceRow,
     default_platform,
     offer_platform,
     system_platform,
 )
+from .results import Estimate, EstimateWarning, LayoutInfo, MemoryGiB
+
+
+def first(x: Any) -> float:
+    """The single value of a grid of one, as a Python float."""
+    return float(np.asarray(x, dtype=float).reshape(-1)[0])
 
 
 def host_watts_per_gpu(cat: Catalog, p: Platform) -> float:
     """Host (CPU, NIC, fans) power per GPU: system max power minus the GPUs' TDP, per GPU; from
     the catalog system of the same accelerator when the platform is a cloud offer; 0 if none."""
+    assert p.accelerator is not None
     system = p.system or default_system(cat, p.accelerator)
     if system is None:
         return 0.0
@@ -37,13 +47,38 @@ def host_watts_per_gpu(cat: Catalog, p: Platform) -> float:
 
 def own_usd_per_gpu_hour(p: Platform, site: Site, gpus: Any) -> tuple[Any, Any]:
     """Owned cost per used GPU-hour of `gpus` GPUs of system p over the site's years."""
-    assert p.system is not None and p.system.price_usd
+    assert p.system is not None and p.system.price_usd and p.accelerator is not None
     tco = own_cost(p.system, p.accelerator, site, np.ceil(np.asarray(gpus, dtype=float)
                                                            / p.system.gpus_per_node))
     return tco.usd_per_gpu_hour, tco.capex_total_usd
 
 
-def _platform(cat: Catalog, gpu: Accelerator, offer: str | None, system: str | None) -> Platform:
+def price_rows(plats: list[Platform], site: Site, pricing_filter: tuple[str, ...] = ()
+               ) -> list[PriceRow]:
+    """Every way to pay for each platform: its listed modes and capacity blocks, or owning
+    at the site's TCO."""
+    rows = []
+    for p in plats:
+        if p.acquisition == "own":
+            if p.system is None or not p.system.price_usd:
+                continue
+            rate, capex = own_usd_per_gpu_hour(p, site, p.gpus_per_node)
+            rows.append(PriceRow(platform=p, mode="own", usd_per_gpu_hour=first(rate),
+                                 capex_per_gpu=first(capex) / p.gpus_per_node))
+            continue
+        for mode, rate in sorted(p.prices.items()):
+            if pricing_filter and mode not in pricing_filter:
+                continue
+            rows.append(PriceRow(platform=p, mode=mode, usd_per_gpu_hour=rate, capex_per_gpu=0.0))
+        cb = p.offer.capacity_block_usd_per_hour if p.offer else None
+        if cb and (not pricing_filter or "capacity-block" in pricing_filter):
+            rows.append(PriceRow(platform=p, mode="capacity-block",
+                                 usd_per_gpu_hour=cb / p.gpus_per_node, capex_per_gpu=0.0))
+    return rows
+
+
+def resolve_platform(cat: Catalog, gpu: Accelerator, offer: str | None,
+                     system: str | None) -> Platform:
     if offer and system:
         raise ConfigError("give either --offer or --system, not both")
     if offer:
@@ -60,101 +95,107 @@ def _platform(cat: Catalog, gpu: Accelerator, offer: str | None, system: str | N
     return default_platform(cat, gpu)
 
 
+def _layout_info(layout: Layout) -> LayoutInfo:
+    v = {f.name: np.asarray(getattr(layout, f.name)).item() for f in fields(layout)}
+    return LayoutInfo(
+        tp=int(v["tp"]), pp=int(v["pp"]), dp=int(v["dp"]), cp=int(v["cp"]), ep=int(v["ep"]),
+        vpp=int(v["vpp"]), zero=int(v["zero"]), micro_batch=int(v["micro_batch"]),
+        global_batch=int(v["global_batch"]), seq_len=int(v["seq_len"]),
+        microbatches=int(np.asarray(layout.microbatches).item()),
+        precision=PRECISIONS[int(v["precision"])], recompute=RECOMPUTE[int(v["recompute"])],
+        optimizer=OPTIMIZERS[int(v["optimizer"])], sp=bool(v["sp"]) and int(v["tp"]) > 1,
+        flash=bool(v["flash"]), offload=bool(v["offload"]))
+
+
+def _warnings(plat: Platform, layout: Layout, gpus: int, fits: bool, t: Any
+              ) -> tuple[EstimateWarning, ...]:
+    """The plan's rules this configuration breaks (the plan would exclude it)."""
+    checks = fz.hardware_checks(tp=layout.tp, precision=layout.precision, gpus=gpus,
+                                platform=plat, allow_consumer=False)
+    checks += [fz.offer_check(gpus, plat), fz.runs_check(t.step_s, t.tokens_per_s)]
+    codes = list(fz.broken(checks))
+    if not fits:
+        codes.insert(0, fz.OOM)
+    return tuple(EstimateWarning(code=c, gpus=gpus, gpus_per_node=plat.gpus_per_node,
+                                 scale_up_domain=plat.scale_up_domain, max_gpus=plat.max_gpus,
+                                 tp=int(np.asarray(layout.tp).item()))
+                 for c in sorted(codes, key=fz.ORDER.index))
+
+
 def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *, gpus: int,
              tokens: float | None, offer: str | None, system: str | None,
              usd_per_gpu_hour: float | None, pricing: str | None,
-             overrides: dict[str, float | None]) -> dict[str, Any]:
+             overrides: dict[str, float | None]) -> Estimate:
     check_precision(gpu, PRECISIONS[int(layout.precision)])
     site = site_from_catalog(cat, **overrides)
-    plat = _platform(cat, gpu, offer, system)
-    hw = hardware_table(cat, [(gpu, as_hardware_platform(plat))])
+    plat = resolve_platform(cat, gpu, offer, system)
+    hw = hardware_table(cat, [(gpu, plat)])
     eff = efficiency_for(cat, hw.family)
     ph = physics(model, layout, hw, eff, site)
     mem, t = ph.memory, ph.timing
     cap = float(hw.memory_bytes[0])
-    summary = {k: float(np.asarray(v).reshape(-1)[0]) / GiB for k, v in mem.summary().items()}
     fits = bool(np.asarray(ph.fits).reshape(-1)[0])
-    out: dict[str, Any] = {
-        "model": model.id, "params": model.total_params(), "active_params": model.active_params(),
-        "gpu": gpu.id, "gpus": gpus, "platform": plat.id, "gpus_per_node": plat.gpus_per_node,
-        "layout": {"tp": int(layout.tp), "pp": int(layout.pp), "dp": int(layout.dp),
-                   "cp": int(layout.cp), "ep": int(layout.ep), "vpp": int(layout.vpp),
-                   "zero": int(layout.zero), "micro_batch": int(layout.micro_batch),
-                   "global_batch": int(layout.global_batch), "seq_len": int(layout.seq_len),
-                   "microbatches": int(layout.microbatches),
-                   "precision": PRECISIONS[int(layout.precision)],
-                   "recompute": ("none", "selective", "full")[int(layout.recompute)],
-                   "optimizer": ("adamw", "sgd", "adafactor")[int(layout.optimizer)],
-                   "sp": bool(layout.sp) and int(layout.tp) > 1, "flash": bool(layout.flash),
-                   "offload": bool(layout.offload)},
-        "memory_gib": summary,
-        "memory_detail_gib": {k: float(np.asarray(getattr(mem, k)).reshape(-1)[0]) / GiB
-                              for k in mem.__dataclass_fields__},
-        "gpu_memory_gib": cap / GiB,
-        "headroom_gib": float(np.asarray(ph.headroom_bytes).reshape(-1)[0]) / GiB,
-        "fits": fits,
-        "suggestions": [] if fits else fit_suggestions(
+    step = first(t.step_s)
+    runs = bool(np.isfinite(step))
+    base = dict(
+        model=model.id, params=model.total_params(), active_params=model.active_params(),
+        gpu=gpu.id, gpus=gpus, platform=plat.id, gpus_per_node=plat.gpus_per_node,
+        layout=_layout_info(layout),
+        memory_gib=MemoryGiB(**{k: first(v) / GiB for k, v in mem.summary().items()}),
+        memory_detail_gib=tuple((k, first(getattr(mem, k)) / GiB) for k in
+                                mem.__dataclass_fields__),
+        gpu_memory_gib=cap / GiB, headroom_gib=first(ph.headroom_bytes) / GiB, fits=fits,
+        suggestions=() if fits else fit_options(
             model, layout, cap, gpus, runtime_overhead_bytes=site.runtime_overhead_bytes,
             fragmentation=site.fragmentation),
-    }
-    first = lambda x: float(np.asarray(x).reshape(-1)[0])  # noqa: E731
-    tps = first(t.tokens_per_s)
-    out.update({
-        "step_time_s": first(t.step_s), "tokens_per_s": tps,
-        "tokens_per_s_per_gpu": tps / gpus, "mfu": first(t.mfu), "hfu": first(t.hfu),
-        "bottleneck": BOTTLENECKS[int(np.asarray(t.bottleneck).reshape(-1)[0])],
-        "efficiency_is_guess": bool(np.asarray(t.efficiency_guess).reshape(-1)[0]),
-        "time_breakdown_s": {k: first(getattr(t, k)) for k in TIMING_PARTS},
-        "tokens": tokens, "time_to_train_days": None, "gpu_hours": None, "cost_usd": None,
-        "pricing": None, "usd_per_gpu_hour": None, "goodput": None, "energy_kwh": None,
-        "co2e_kg": None,
-    })
+        warnings=_warnings(plat, layout, gpus, fits, t),
+        step_time_s=step if runs else None, tokens_per_s=first(t.tokens_per_s),
+        tokens_per_s_per_gpu=first(t.tokens_per_s) / gpus, mfu=first(t.mfu), hfu=first(t.hfu),
+        bottleneck=fz.BOTTLENECKS[int(np.asarray(fz.bottleneck(t)).reshape(-1)[0])],
+        micro_batch_too_small=runs and bool(np.asarray(fz.small_micro_batch(
+            overhead_s=t.overhead_s, compute_s=t.compute_s,
+            matmul_efficiency=t.matmul_efficiency, matmul_max=eff.matmul_max)).reshape(-1)[0]),
+        efficiency_is_guess=bool(np.asarray(t.efficiency_guess).reshape(-1)[0]),
+        time_breakdown_s=tuple((k, first(getattr(t, k)) if runs else 0.0)
+                               for k in TIMING_PARTS),
+        tokens=tokens)
+    if not runs:
+        return Estimate(**base, feasible=False, infeasible_reason=fz.NO_LINK)
     if tokens is None:
-        return out
+        return Estimate(**base, feasible=True, infeasible_reason=None)
+    return _with_run(cat, base, plat, gpu, model, site, pricing, usd_per_gpu_hour)
+
+
+def _with_run(cat: Catalog, base: dict[str, Any], plat: Platform, gpu: Accelerator,
+              model: ModelSpec, site: Site, pricing: str | None,
+              usd_per_gpu_hour: float | None) -> Estimate:
+    """Days, money and energy of training on `tokens` (a run that never ends is infeasible)."""
     mode_name, rate = _price(cat, plat, pricing, usd_per_gpu_hour, site)
-    host_w = host_watts_per_gpu(cat, plat)
-    o = outcome(tokens=tokens, tokens_per_s=tps, gpus=gpus, gpus_per_node=plat.gpus_per_node,
-                params=model.total_params(), mode=costm.mode_code(mode_name or "on-demand"),
+    o = outcome(tokens=base["tokens"], tokens_per_s=base["tokens_per_s"], gpus=base["gpus"],
+                gpus_per_node=plat.gpus_per_node, params=model.total_params(),
+                mode=costm.mode_code(mode_name or "on-demand"),
                 usd_per_gpu_hour=rate if rate is not None else 0.0, tdp_watts=gpu.tdp_watts,
-                host_watts_per_gpu=host_w, site=site)
-    out.update({
-        "time_to_train_days": first(o.days), "useful_days": first(o.useful_days),
-        "gpu_hours": first(o.gpu_hours), "goodput": first(o.goodput),
-        "energy_kwh": first(o.energy_kwh), "co2e_kg": first(o.co2e_kg),
-        "checkpoint_write_s": first(o.checkpoint_s),
-        "interruptions_per_hour": first(o.interruptions_per_hour),
-        "pricing": mode_name, "usd_per_gpu_hour": rate,
-        "cost_usd": first(o.cost_usd) if rate is not None else None,
-    })
-    return out
-
-
-def price_rows(plats: list[Platform], site: Site, pricing_filter: tuple[str, ...] = ()
-               ) -> list[tuple[Platform, str, float, float]]:
-    """(platform, mode, USD per GPU-hour, cash up front per GPU) for every way to pay for
-    each platform: its listed modes and capacity blocks, or owning at the site's TCO."""
-    rows = []
-    for p in plats:
-        if p.acquisition == "own":
-            if p.system is None or not p.system.price_usd:
-                continue
-            rate, capex = own_usd_per_gpu_hour(p, site, p.gpus_per_node)
-            rows.append((p, "own", float(np.asarray(rate).reshape(-1)[0]),
-                         float(np.asarray(capex).reshape(-1)[0]) / p.gpus_per_node))
-            continue
-        for mode, rate in sorted(p.prices.items()):
-            if pricing_filter and mode not in pricing_filter:
-                continue
-            rows.append((p, mode, rate, 0.0))
-        cb = p.offer.capacity_block_usd_per_hour if p.offer else None
-        if cb and (not pricing_filter or "capacity-block" in pricing_filter):
-            rows.append((p, "capacity-block", cb / p.gpus_per_node, 0.0))
-    return rows
+                host_watts_per_gpu=host_watts_per_gpu(cat, plat), site=site)
+    days = first(o.days)
+    if fz.broken([fz.goodput_check(days)]):
+        return Estimate(**base, feasible=False, infeasible_reason=fz.NO_GOODPUT,
+                        goodput=first(o.goodput), useful_days=first(o.useful_days),
+                        checkpoint_write_s=first(o.checkpoint_s),
+                        interruptions_per_hour=first(o.interruptions_per_hour),
+                        pricing=mode_name, usd_per_gpu_hour=rate)
+    return Estimate(
+        **base, feasible=True, infeasible_reason=None, time_to_train_days=days,
+        useful_days=first(o.useful_days), gpu_hours=first(o.gpu_hours), goodput=first(o.goodput),
+        energy_kwh=first(o.energy_kwh), co2e_kg=first(o.co2e_kg),
+        checkpoint_write_s=first(o.checkpoint_s),
+        interruptions_per_hour=first(o.interruptions_per_hour), pricing=mode_name,
+        usd_per_gpu_hour=rate, cost_usd=first(o.cost_usd) if rate is not None else None)
 
 
 def _price(cat: Catalog, plat: Platform, pricing: str | None, usd_per_gpu_hour: float | None,
            site: Site) -> tuple[str | None, float | None]:
     """(pricing mode, USD per GPU-hour) for the run; (None, None) when nothing gives a price."""
+    assert plat.accelerator is not None
     if usd_per_gpu_hour is not None:
         mode = costm.MODES[costm.mode_code(pricing)] if pricing else "on-demand"
         return mode, usd_per_gpu_hour
@@ -176,7 +217,7 @@ def _price(cat: Catalog, plat: Platform, pricing: str | None, usd_per_gpu_hour: 
         offers = [o.id for o in cat.offers_for(plat.accelerator.id)]
         hint = f"e.g. --offer {offers[0]}" if offers else "or --usd-per-gpu-hour X"
         raise ConfigError(f"--pricing {mode} needs a cloud offer: give --offer ID ({hint})")
-    rates = {m: rate for _, m, rate, _ in price_rows([plat], site)}
+    rates = {r.mode: r.usd_per_gpu_hour for r in price_rows([plat], site)}
     if mode not in rates:
         have = ", ".join(sorted(rates)) or "none"
         raise ConfigError(f"offer {plat.id} has no {mode} price; it has: {have}")

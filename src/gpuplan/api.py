@@ -1,0 +1,233 @@
+"""The public Python API: `gpuplan.estimate(...)` and `gpuplan.plan(...)` (L5).
+
+Each takes the names of its command's flags (``--micro-batch`` is ``micro_batch``, a repeatable
+flag takes a list) and returns the typed, frozen result of the library (`search.results`);
+`gpuplan.report.estimate` / `gpuplan.report.plan` turn it into text (`render_text`) or JSON
+(`to_json`). The CLI is a thin layer over these functions::
+
+    import gpuplan
+    e = gpuplan.estimate(model="llama3-8b", gpu="h100-sxm", gpus=8, tp=2, tokens="1T")
+    p = gpuplan.plan(model="llama3-70b", tokens="15T", deadline_days=90)
+    p.plans[0].gpu, p.plans[0].time_to_train_days
+
+Bad input raises a `gpuplan.errors.GpuplanError` subclass whose message is one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .catalog import Catalog, load_catalog
+from .errors import ConfigError
+from .search.results import Estimate, PlanResult
+from .spec import ModelSpec
+from .units import parse_count
+from .workload import default_global_batch, default_seq_len
+
+__all__ = ["estimate", "plan"]
+
+SITE_FLAGS = {"utilization": "utilization", "years": "years",
+              "electricity": "electricity_usd_per_kwh", "pue": "pue",
+              "grid_intensity": "grid_kg_co2e_per_kwh",
+              "interruptions": "spot_interruptions_per_hour", "reuse": "reuse_utilization"}
+MODEL_FLAGS = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "mlp", "tied_embeddings")
+
+
+def _catalog(catalog: Catalog | str | Sequence[str] | None) -> Catalog:
+    if isinstance(catalog, Catalog):
+        return catalog
+    if isinstance(catalog, str):
+        catalog = [catalog]
+    return load_catalog(list(catalog or []))
+
+
+def _model(cat: Catalog, model: str | ModelSpec | None, flags: dict[str, Any]) -> ModelSpec:
+    from .workload import model_from_flags, resolve_model
+
+    if isinstance(model, ModelSpec):
+        return model
+    dims = {k: flags.get(k) for k in ("layers", "hidden", "heads", "vocab")}
+    if model and any(v is not None for v in dims.values()):
+        raise ConfigError("give either --model or explicit --layers/--hidden/--heads/--vocab, "
+                          "not both")
+    if model:
+        return resolve_model(cat, model)
+    missing = [f"--{k}" for k, v in dims.items() if v is None]
+    if missing:
+        raise ConfigError(
+            f"no model given: pass --model ID (see `gpuplan models`) or all of "
+            f"--layers --hidden --heads --vocab (missing {' '.join(missing)})")
+    return model_from_flags(layers=flags["layers"], hidden=flags["hidden"],
+                            heads=flags["heads"], vocab=flags["vocab"],
+                            kv_heads=flags.get("kv_heads"), ffn=flags.get("ffn"),
+                            mlp=flags.get("mlp") or "gelu",
+                            tied_embeddings=bool(flags.get("tied_embeddings")))
+
+
+def _site(cat: Catalog, flags: dict[str, Any], scen: dict[str, Any] | None = None) -> Any:
+    from .search import scenario
+    from .search.evaluate import site_from_catalog
+
+    overrides = {field: flags.get(flag) for flag, field in SITE_FLAGS.items()}
+    return site_from_catalog(cat, **scenario.site_overrides(scen or {}, overrides))
+
+
+def _tokens(tokens: str | float | None) -> float | None:
+    if tokens is None or tokens == "":
+        return None if tokens is None else parse_count(tokens, "--tokens")
+    value = parse_count(tokens, "--tokens")
+    if not value > 0:
+        raise ConfigError("--tokens must be more than 0, e.g. 2T")
+    return value
+
+
+def _layout(model: ModelSpec, *, gpus: int | None, tp: int, pp: int, cp: int, ep: int,
+            dp: int | None, vpp: int, zero: int, fsdp: bool, micro_batch: int,
+            global_batch: int | None, seq_len: int | None, precision: str, optimizer: str,
+            recompute: str, offload: bool, sp: bool, flash_attention: bool, dropout: bool
+            ) -> tuple[Any, int]:
+    from .spec import OPTIMIZERS, PRECISIONS, RECOMPUTE, Layout, code
+
+    if fsdp and zero not in (0, 3):
+        raise ConfigError("--fsdp means --zero 3; drop one of them")
+    inner = tp * pp * cp
+    if dp is None:
+        gpus = gpus or inner
+        if gpus % inner:
+            raise ConfigError(f"--gpus {gpus} is not divisible by tp*pp*cp = {inner}; "
+                              f"use a multiple of {inner}")
+        dp = gpus // inner
+    else:
+        gpus = gpus or inner * dp
+    seq = seq_len or default_seq_len(model)
+    layout = Layout(
+        tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, zero=3 if fsdp else zero,
+        micro_batch=micro_batch, seq_len=seq,
+        global_batch=global_batch or default_global_batch(seq, dp * micro_batch),
+        recompute=code(RECOMPUTE, recompute.lower(), "recompute mode"),
+        precision=code(PRECISIONS, precision.lower(), "precision"),
+        optimizer=code(OPTIMIZERS, optimizer.lower(), "optimizer"),
+        sp=sp, flash=flash_attention, offload=offload, dropout=dropout)
+    layout.check(model, gpus)
+    return layout, gpus
+
+
+def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None = None,
+             tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1, dp: int | None = None,
+             vpp: int = 1, zero: int = 0, fsdp: bool = False, micro_batch: int = 1,
+             global_batch: int | None = None, seq_len: int | None = None,
+             precision: str = "bf16", optimizer: str = "adamw", recompute: str = "none",
+             offload: bool = False, sp: bool = True, flash_attention: bool = True,
+             dropout: bool = False, tokens: str | float | None = None, offer: str | None = None,
+             system: str | None = None, usd_per_gpu_hour: float | None = None,
+             pricing: str | None = None, catalog: Catalog | str | Sequence[str] | None = None,
+             **flags: Any) -> Estimate:
+    """Memory, time and cost of one configuration (`gpuplan estimate`). `flags`: the explicit
+    model flags (layers, hidden, heads, kv_heads, ffn, vocab, mlp, tied_embeddings) and the
+    site flags (utilization, years, electricity, pue, grid_intensity, interruptions, reuse)."""
+    from .search import single
+
+    _check_flags(flags)
+    cat = _catalog(catalog)
+    m = _model(cat, model, flags)
+    acc = cat.accelerator(gpu)
+    layout, n = _layout(m, gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, vpp=vpp, zero=zero,
+                        fsdp=fsdp, micro_batch=micro_batch, global_batch=global_batch,
+                        seq_len=seq_len, precision=precision, optimizer=optimizer,
+                        recompute=recompute, offload=offload, sp=sp,
+                        flash_attention=flash_attention, dropout=dropout)
+    if offer and usd_per_gpu_hour is not None:
+        raise ConfigError("give either --offer or --usd-per-gpu-hour, not both")
+    return single.estimate(cat, m, acc, layout, gpus=n, tokens=_tokens(tokens), offer=offer,
+                           system=system, usd_per_gpu_hour=usd_per_gpu_hour, pricing=pricing,
+                           overrides={SITE_FLAGS[k]: flags.get(k) for k in SITE_FLAGS})
+
+
+def _check_flags(flags: dict[str, Any]) -> None:
+    unknown = sorted(set(flags) - set(SITE_FLAGS) - set(MODEL_FLAGS))
+    if unknown:
+        from .errors import suggest
+
+        hint = suggest(unknown[0], [*SITE_FLAGS, *MODEL_FLAGS])
+        raise ConfigError(f"unknown argument '{unknown[0]}'"
+                          + (f"; did you mean '{hint[0]}'?" if hint else ""))
+
+
+def _as_list(v: str | Sequence[str] | None) -> list[str]:
+    if v is None:
+        return []
+    return [v] if isinstance(v, str) else list(v)
+
+
+# --- plan ------------------------------------------------------------------------------------
+
+SCENARIO_KEYS = ("model", "deadline_days", "budget_usd", "tokens", "vendor", "acquisition",
+                 "export_region", "max_gpus")
+
+
+def _request(cat: Catalog, m: ModelSpec, a: dict[str, Any], flags: dict[str, Any],
+             scen: dict[str, Any]) -> Any:
+    from .search.plan import DEFAULT_MAX_GPUS, Request
+    from .search.platforms import Filters
+
+    seq = a["seq_len"] or default_seq_len(m)
+    precisions = tuple(p.lower() for p in _as_list(a["precision"])) or ("bf16", "fp8")
+    for p in precisions:
+        if p not in ("fp32", "fp16", "bf16", "fp8"):
+            raise ConfigError(f"unknown precision '{p}'; choose fp32, fp16, bf16 or fp8")
+    gpus = tuple(dict.fromkeys(cat.resolve("accelerator", g) for g in _as_list(a["gpu"])))
+    filters = Filters(gpus=gpus, vendor=a["vendor"] or "", acquisition=a["acquisition"] or "any",
+                      pricing=tuple(_as_list(a["pricing"])),
+                      clouds=tuple(c.lower() for c in _as_list(a["cloud"])),
+                      region=a["region"] or "", export_region=a["export_region"] or "",
+                      allow_consumer=bool(a["allow_consumer"]))
+    budget = a["budget_usd"]
+    return Request(
+        model=m, tokens=parse_count(a["tokens"], "--tokens"), seq_len=seq,
+        global_batch=a["global_batch"] or default_global_batch(seq, 1),
+        deadline_days=float(a["deadline_days"]) if a["deadline_days"] is not None else None,
+        budget_usd=parse_count(budget, "--budget-usd") if budget is not None else None,
+        max_gpus=int(a["max_gpus"] or DEFAULT_MAX_GPUS), objective=a["objective"],
+        top=a["top"], filters=filters, precisions=precisions, site=_site(cat, flags, scen))
+
+
+def plan(*, model: str | ModelSpec | None = None, tokens: str | float | None = None,
+         deadline_days: float | None = None, budget_usd: str | float | None = None,
+         max_gpus: int | None = None, objective: str = "cost", top: int = 10,
+         scenario: str | None = None, gpu: str | Sequence[str] | None = None,
+         vendor: str | None = None, acquisition: str | None = None,
+         pricing: str | Sequence[str] | None = None, cloud: str | Sequence[str] | None = None,
+         region: str | None = None, export_region: str | None = None,
+         allow_consumer: bool = False, precision: str | Sequence[str] | None = None,
+         seq_len: int | None = None, global_batch: int | None = None,
+         catalog: Catalog | str | Sequence[str] | None = None,
+         progress: Callable[[int, int], None] | None = None, **flags: Any) -> PlanResult:
+    """Search every GPU x count x layout x way to pay (`gpuplan plan`); a scenario preset fills
+    what the arguments leave unset. `flags`: explicit model flags and site flags, as for
+    `estimate`."""
+    from .search import scenario as scn
+    from .search.plan import search
+
+    t0 = time.perf_counter()
+    _check_flags(flags)
+    cat = _catalog(catalog)
+    a = dict(locals())
+    scen = scn.load(cat, scenario, "gpuplan plan --help")
+    if scen:  # the scenario fills what the arguments leave unset
+        cat = scn.with_scenario_price(cat, scen)
+        for key in SCENARIO_KEYS:
+            if a.get(key) in (None, [], "") and scen.get(key) not in (None, ""):
+                a[key] = scen[key]
+        if not a["gpu"] and scen.get("gpu"):
+            a["gpu"] = scen["gpu"]
+    if a["tokens"] is None:
+        raise ConfigError("--tokens is required: how many tokens to train on (e.g. 15T, 300B)")
+    req = _request(cat, _model(cat, a["model"], flags), a, flags, scen)
+    result = search(cat, req, progress=progress)
+    if scen:
+        result = dataclasses.replace(result, scenario=(("name", scen["id"]), *scen.items()),
+                                     scenario_pick=scn.pick(cat, req, scen))
+    return dataclasses.replace(result, elapsed_s=time.perf_counter() - t0)

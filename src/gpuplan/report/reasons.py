@@ -1,0 +1,60 @@
+"""Sentences for the reason codes of `search.feasibility` and `search.platforms` (L5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Exclusion reasons of `plan` (JSON keys of "excluded"), by feasibility code.
+REASONS = {
+    "degrees_do_not_divide": "degrees do not divide the GPU count",
+    "tp_beyond_scale_up": "TP beyond the scale-up domain",
+    "layout_does_not_suit_model": "layout does not suit the model or batch (heads, layers, "
+                                  "experts, batch)",
+    "fp8_unsupported": "FP8 on hardware without it",
+    "consumer_beyond_one_node": "consumer GPUs beyond one node (pass --allow-consumer)",
+    "out_of_memory": "out of memory",
+    "no_link": "no finite step time (traffic over a link the platform lacks)",
+    "offer_cap": "more GPUs than the offer provides",
+    "no_goodput": "never finishes (failures come faster than a checkpoint and restart)",
+    "misses_deadline": "misses the deadline",
+    "over_budget": "over budget",
+    "no_price_system": "no price for this system",
+}
+
+PLATFORM_REASONS = {
+    "export_controlled": "export-controlled for China",
+    "no_public_price": "own: system has no public price",
+    "no_pricing_mode": "offer lacks the requested pricing mode",
+}
+
+
+def reason(code: str | None) -> str | None:
+    """The sentence of a reason code (None stays None: no reason)."""
+    if code is None:
+        return None
+    if code.startswith("no_price_"):
+        return f"no {code.removeprefix('no_price_')} price"
+    return REASONS.get(code, code.replace("_", " "))
+
+
+def platform_entry(p: Any) -> str:
+    """One excluded platform: 'h100-sxm: prohibited since 2023-10-17 (rule)' or its id."""
+    if p.reason == "export_controlled":
+        return f"{p.id}: {p.status} since {p.since} ({p.rule})"
+    return p.id
+
+
+def warning_message(w: Any) -> str:
+    """A plan rule an estimated configuration breaks, with its figures."""
+    if w.code == "tp_beyond_scale_up":
+        return (f"TP {w.tp} spans more GPUs than the {w.scale_up_domain}-GPU scale-up domain; "
+                "`gpuplan plan` excludes such layouts (TP traffic would cross the slower "
+                "network)")
+    if w.code == "consumer_beyond_one_node":
+        return (f"consumer GPUs beyond one node ({w.gpus} GPUs, {w.gpus_per_node} per node): "
+                "`gpuplan plan` excludes this unless --allow-consumer")
+    if w.code == "offer_cap":
+        return f"{w.gpus} GPUs is more than the offer provides ({w.max_gpus:,})"
+    if w.code == "out_of_memory":
+        return "out of memory: `gpuplan plan` excludes configurations that do not fit"
+    return reason(w.code)
