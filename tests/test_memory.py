@@ -240,10 +240,9 @@ def test_single_gpu_weights_count_every_parameter_once(model):
     ModelSpec.total_params(); with pp = 2 the two stages hold it plus the tied-embedding copy."""
     one = memory_breakdown(model, Layout(precision=FP32), **NO_OVERHEAD)
     assert float(one.weights) == 4 * model.total_params()
-    from gpuplan.estimate.memory import stage_params
+    from gpuplan.estimate.shapes import stages
 
-    lay = Layout(pp=2)
-    first, last = (stage_params(model, lay, s) for s in ("first", "last"))
-    held = float(first.dense + first.expert + last.dense + last.expert)
+    first, last = stages(model, 1, 2, 1)
+    held = float(first.total + last.total)
     copy = model.vocab * model.hidden if model.tied_embeddings else 0
     assert held == model.total_params() + copy
