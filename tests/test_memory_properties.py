@@ -188,3 +188,34 @@ def test_blocked_evaluation_equals_one_block(monkeypatch):
                  "grad_accum", "overhead", "offloaded", "total", "stage"):
         np.testing.assert_array_equal(getattr(blocked, name),
                                       np.broadcast_to(getattr(whole, name), (4, 5)))
+
+
+def _state(bd) -> float:
+    """Sharded model state on a GPU: weights, gradients, optimizer (on GPU or offloaded) and
+    the fp32 accumulation buffer."""
+    return float(bd.weights + bd.gradients + bd.optimizer + bd.offloaded + bd.grad_accum)
+
+
+@settings(max_examples=150, deadline=None)
+@given(models(), layouts(), st.sampled_from(["dp", "cp"]))
+def test_larger_shard_group_never_raises_sharded_state(model, lay, knob):
+    """Issue 10: doubling the shard group dp*cp (same ZeRO stage, global batch kept a multiple)
+    never raises any stage's sharded state per GPU. (The ZeRO-3 gather buffers are not state:
+    they start when the group first exceeds 1, see test_raising_a_parallel_degree...)"""
+    bigger = replace(lay, **{knob: getattr(lay, knob) * 2},
+                     global_batch=lay.global_batch * (2 if knob == "dp" else 1))
+    for a, b in zip(stage_breakdowns(model, lay, **OVERHEAD),
+                    stage_breakdowns(model, bigger, **OVERHEAD), strict=True):
+        assert not_more(_state(b), _state(a))
+
+
+@settings(max_examples=150, deadline=None)
+@given(models(), layouts())
+def test_full_recompute_never_raises_activation_memory(model, lay):
+    """Issue 10: on every stage, full recompute's activations (stored layer inputs plus one
+    layer recomputed in backward) never exceed selective's or none's."""
+    full, sel, none = (stage_breakdowns(model, replace(lay, recompute=r), **OVERHEAD)
+                       for r in (R_FULL, R_SELECTIVE, R_NONE))
+    for f, s, n in zip(full, sel, none, strict=True):
+        assert not_more(float(f.activations), float(s.activations))
+        assert not_more(float(s.activations), float(n.activations))

@@ -11,6 +11,7 @@ a search longer than the model allows.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -107,7 +108,7 @@ def _n(x: int) -> str:
     magnitude when it has more than 15 digits (a 3,000-digit value is not echoed)."""
     if abs(x) < 10**15:
         return f"{x:,}"
-    return f"about 10^{int((abs(x).bit_length() - 1) * 0.30103)}"
+    return f"about 10^{int(math.log10(abs(x)) + 1e-9)}"
 
 
 def _pp_hint(layers: int, pp: int) -> str:
