@@ -240,10 +240,41 @@ def test_single_gpu_weights_count_every_parameter_once(model):
     ModelSpec.total_params(); with pp = 2 the two stages hold it plus the tied-embedding copy."""
     one = memory_breakdown(model, Layout(precision=FP32), **NO_OVERHEAD)
     assert float(one.weights) == 4 * model.total_params()
-    from gpuplan.estimate.memory import stage_params
+    from gpuplan.estimate.shapes import stages
 
-    lay = Layout(pp=2)
-    first, last = (stage_params(model, lay, s) for s in ("first", "last"))
-    held = float(first.dense + first.expert + last.dense + last.expert)
+    first, last = stages(model, 1, 2, 1)
+    held = float(first.total + last.total)
     copy = model.vocab * model.hidden if model.tied_embeddings else 0
     assert held == model.total_params() + copy
+
+
+def test_issue10_zero3_above_zero2_is_explained_by_its_fields():
+    """Issue 10 item 5: Mixtral 8x7B, tp 2, pp 16 (2 layers per stage), dp 32, full recompute.
+    ZeRO-3 must gather both of a stage's layers (the current one and the prefetched one), so
+    sharding saves nothing at the peak and ZeRO-3 holds its shard on top: real, and the
+    breakdown says why. gathered > zero3_saving, and the difference of the totals is exactly
+    (1 + fragmentation) x (gathered - zero3_saving) (same stage, other parts equal; 1e-9)."""
+    from gpuplan.catalog import load_catalog
+
+    model = load_catalog().model("mixtral-8x7b")
+    kw = dict(runtime_overhead_bytes=GiB, fragmentation=0.05)
+    lay = Layout(tp=2, pp=16, dp=32, micro_batch=2, global_batch=512, seq_len=4096,
+                 recompute=R_FULL)
+    z2 = memory_breakdown(model, Layout(**{**lay.__dict__, "zero": 2}), **kw)
+    z3 = memory_breakdown(model, Layout(**{**lay.__dict__, "zero": 3}), **kw)
+    assert int(z2.stage) == int(z3.stage)
+    assert float(z2.gathered) == float(z2.zero3_saving) == 0.0
+    assert float(z3.gathered) > float(z3.zero3_saving) > 0
+    excess = 1.05 * float(z3.gathered - z3.zero3_saving)
+    assert float(z3.total - z2.total) == pytest.approx(excess, rel=1e-9)
+    # what remains is the shard ZeRO-3 keeps beside the gathered copy: under 2% of the total
+    assert 0 < float(z3.total - z2.total) < 0.02 * float(z2.total)
+
+
+def test_zero3_prefetch_is_capped_by_the_stage_layers():
+    """A stage of one layer has nothing to prefetch: ZeRO-3 gathers one layer, not two."""
+    m = gpt(layers=8)
+    one = memory_breakdown(m, Layout(pp=8, dp=4, zero=3, global_batch=4), **NO_OVERHEAD)
+    two = memory_breakdown(m, Layout(pp=4, dp=4, zero=3, global_batch=4), **NO_OVERHEAD)
+    layer = m.layer_params(False) * 2  # bf16 bytes of one layer (tp = 1)
+    assert float(two.gathered - one.gathered) == pytest.approx(layer, rel=1e-12)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuplan.estimate.memory import layer_activation_bytes, memory_breakdown
+from gpuplan.estimate.memory import layer_activation_bytes, memory_breakdown, stage_breakdowns
 from gpuplan.spec import R_FULL, R_NONE, R_SELECTIVE, Layout, ModelSpec
 
 OVERHEAD = dict(runtime_overhead_bytes=2.0**30, fragmentation=0.05)
@@ -90,12 +90,21 @@ def test_raising_ep_never_raises_memory(model, lay):
 @settings(max_examples=150, deadline=None)
 @given(models(), layouts())
 def test_raising_zero_stage_never_raises_memory(model, lay):
-    """ZeRO 0 -> 1 -> 2 never raises memory. 2 -> 3 never does when the shard group dp*cp is at
-    least 8 and a stage holds at least 8 layers; below that the gathered buffers (two layers, one
-    layer of gradients, the root unit) can outweigh the savings, a real effect tested in
+    """ZeRO 0 -> 1 never raises memory. 1 -> 2 raises no stage's total by more than its
+    gradient bucket (one layer's unsharded gradients, alive before their reduce-scatter), and
+    not at all for a dense model whose stages hold at least 2 layers (then the halved gradients
+    save at least one layer's worth). 2 -> 3 never raises memory when the shard group dp*cp is
+    at least 8 and a stage holds at least 8 layers; below that the gathered buffers (two
+    layers and the root unit) can outweigh the savings, a real effect tested in
     test_memory.py::test_zero3_can_cost_more_than_zero2_on_two_gpus."""
-    for z in (0, 1):
-        assert not_more(total(model, replace(lay, zero=z + 1)), total(model, replace(lay, zero=z)))
+    assert not_more(total(model, replace(lay, zero=1)), total(model, replace(lay, zero=0)))
+    one = stage_breakdowns(model, replace(lay, zero=1), **OVERHEAD)
+    two = stage_breakdowns(model, replace(lay, zero=2), **OVERHEAD)
+    for a, b in zip(one, two, strict=True):
+        bucket = (1 + OVERHEAD["fragmentation"]) * float(b.grad_bucket)
+        assert not_more(float(b.total) - bucket, float(a.total))
+    if not model.is_moe and model.layers // lay.pp >= 2:
+        assert not_more(total(model, replace(lay, zero=2)), total(model, replace(lay, zero=1)))
     if lay.dp * lay.cp >= 8 and model.layers // lay.pp >= 8:
         root_to_layer = model.vocab * model.hidden / model.layer_params(model.is_moe)
         if root_to_layer <= 8:  # the root unit is at most 8 layers' worth
@@ -179,3 +188,34 @@ def test_blocked_evaluation_equals_one_block(monkeypatch):
                  "grad_accum", "overhead", "offloaded", "total", "stage"):
         np.testing.assert_array_equal(getattr(blocked, name),
                                       np.broadcast_to(getattr(whole, name), (4, 5)))
+
+
+def _state(bd) -> float:
+    """Sharded model state on a GPU: weights, gradients, optimizer (on GPU or offloaded) and
+    the fp32 accumulation buffer."""
+    return float(bd.weights + bd.gradients + bd.optimizer + bd.offloaded + bd.grad_accum)
+
+
+@settings(max_examples=150, deadline=None)
+@given(models(), layouts(), st.sampled_from(["dp", "cp"]))
+def test_larger_shard_group_never_raises_sharded_state(model, lay, knob):
+    """Issue 10: doubling the shard group dp*cp (same ZeRO stage, global batch kept a multiple)
+    never raises any stage's sharded state per GPU. (The ZeRO-3 gather buffers are not state:
+    they start when the group first exceeds 1, see test_raising_a_parallel_degree...)"""
+    bigger = replace(lay, **{knob: getattr(lay, knob) * 2},
+                     global_batch=lay.global_batch * (2 if knob == "dp" else 1))
+    for a, b in zip(stage_breakdowns(model, lay, **OVERHEAD),
+                    stage_breakdowns(model, bigger, **OVERHEAD), strict=True):
+        assert not_more(_state(b), _state(a))
+
+
+@settings(max_examples=150, deadline=None)
+@given(models(), layouts())
+def test_full_recompute_never_raises_activation_memory(model, lay):
+    """Issue 10: on every stage, full recompute's activations (stored layer inputs plus one
+    layer recomputed in backward) never exceed selective's or none's."""
+    full, sel, none = (stage_breakdowns(model, replace(lay, recompute=r), **OVERHEAD)
+                       for r in (R_FULL, R_SELECTIVE, R_NONE))
+    for f, s, n in zip(full, sel, none, strict=True):
+        assert not_more(float(f.activations), float(s.activations))
+        assert not_more(float(s.activations), float(n.activations))

@@ -5,12 +5,17 @@ Units are in field names: bytes, FLOP/s, seconds, USD, watts. `peak_flops` is al
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from .errors import ConfigError
+from .rules import MAX_BATCH as MAX_BATCH
+from .rules import MAX_LAYERS as MAX_LAYERS
+from .rules import MAX_SEQ_LEN as MAX_SEQ_LEN
+from .rules import MODEL_MAX, first_broken, valid
+from .rules import largest_divisor as largest_divisor
 
 # Training precisions, in the order of their integer codes in vectorized layouts.
 PRECISIONS = ("fp32", "fp16", "bf16", "fp8")
@@ -185,8 +190,14 @@ class ModelSpec:
     def __post_init__(self) -> None:
         for f in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab"):
             v = getattr(self, f)
-            if not isinstance(v, int) or v <= 0:
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise ConfigError(f"model {self.id}: {f} must be a positive integer, got {v!r}")
+        for f, most in MODEL_MAX.items():
+            v = getattr(self, f)
+            least = 1 if f == "max_seq_len" else 0
+            if not isinstance(v, int) or isinstance(v, bool) or not least <= v <= most:
+                raise ConfigError(f"model {self.id}: {f} must be a whole number from {least} to "
+                                  f"{most:,} (the largest this tool plans for), got {v!r}")
         if self.mlp not in ("gelu", "swiglu"):
             raise ConfigError(f"model {self.id}: mlp must be 'gelu' or 'swiglu', got {self.mlp!r}")
         if self.heads % self.kv_heads:
@@ -314,75 +325,24 @@ class Layout:
         return self.global_batch / (self.dp * self.micro_batch)
 
     def valid_mask(self, model: ModelSpec) -> np.ndarray:
-        """Vectorized: which configurations are structurally valid for this model."""
-        tp, pp, cp, dp, ep = (np.asarray(x) for x in (self.tp, self.pp, self.cp, self.dp, self.ep))
-        vpp = np.asarray(self.vpp)
-        mb, gb, seq = (np.asarray(x) for x in (self.micro_batch, self.global_batch, self.seq_len))
-        # KV heads are split across TP ranks, or replicated when tp exceeds them (Megatron-LM).
-        ok = (model.heads % tp == 0) & ((model.kv_heads % tp == 0) | (tp % model.kv_heads == 0))
-        ok = ok & (model.layers % (pp * vpp) == 0)
-        ok = ok & (dp % ep == 0) & (gb % (dp * mb) == 0) & (mb * dp <= gb)
-        ok = ok & ((cp == 1) | (seq % (2 * cp) == 0))
-        if model.is_moe:
-            ok = ok & (model.experts % ep == 0)
-        else:
-            ok = ok & (ep == 1)
-        ok = ok & (np.asarray(self.zero) >= 0) & (np.asarray(self.zero) <= 3)
-        return np.broadcast_to(ok, np.broadcast(tp, pp, cp, dp, ep, mb, gb, seq, vpp).shape)
+        """Vectorized: which configurations are structurally valid for this model (the rules
+        of `gpuplan.rules`, the same ones `check` reports)."""
+        return valid(self, model)
 
     def check(self, model: ModelSpec, gpus: int | None = None) -> None:
-        """Scalar check with one clear line per problem (the CLI calls this)."""
-        tp, pp, cp, dp, ep = (int(x) for x in (self.tp, self.pp, self.cp, self.dp, self.ep))
-        for name, v in (("tp", tp), ("pp", pp), ("cp", cp), ("dp", dp), ("ep", ep)):
-            if v < 1:
-                raise ConfigError(f"--{name} must be at least 1, got {v}")
-        if gpus is not None and tp * pp * cp * dp != gpus:
-            raise ConfigError(
-                f"tp*pp*cp*dp = {tp}*{pp}*{cp}*{dp} = {tp * pp * cp * dp} does not equal "
-                f"--gpus {gpus}; change a degree or the GPU count"
-            )
-        if model.heads % tp or (model.kv_heads % tp and tp % model.kv_heads):
-            raise ConfigError(
-                f"--tp {tp} does not divide the model's {model.heads} attention heads "
-                f"({model.kv_heads} KV heads); "
-                f"use a divisor such as {largest_divisor(model.heads, tp)}"
-            )
-        if model.layers % (pp * int(self.vpp)):
-            d = largest_divisor(model.layers, pp)
-            hint = (f"use a divisor such as {d}" if d > 1 else
-                    "its layer count has no divisor other than 1 and itself, and uneven "
-                    "pipeline stages are not modelled; use --pp 1")
-            raise ConfigError(
-                f"--pp {pp} (x {int(self.vpp)} interleaved stages) does not divide the model's "
-                f"{model.layers} layers; {hint}")
-        if ep > 1 and not model.is_moe:
-            raise ConfigError(f"--ep {ep} needs a mixture-of-experts model; {model.id} is dense")
-        if model.is_moe and model.experts % ep:
-            raise ConfigError(f"--ep {ep} does not divide the model's {model.experts} experts")
-        if dp % ep:
-            raise ConfigError(f"--ep {ep} must divide the data-parallel degree {dp}")
-        if cp > 1 and int(self.seq_len) % (2 * cp):
-            raise ConfigError(f"--cp {cp}: the sequence length must be a multiple of 2*cp")
-        if not 0 <= int(self.zero) <= 3:
-            raise ConfigError(f"--zero must be 0, 1, 2 or 3, got {int(self.zero)}")
-        mb, gb = int(self.micro_batch), int(self.global_batch)
-        if mb < 1 or gb < 1:
-            raise ConfigError("--micro-batch and --global-batch must be at least 1")
-        if mb * dp > gb:
-            raise ConfigError(
-                f"--micro-batch {mb} x dp {dp} = {mb * dp} sequences exceeds --global-batch {gb}; "
-                f"lower the micro-batch or raise the global batch"
-            )
-        if gb % (mb * dp):
-            raise ConfigError(
-                f"--global-batch {gb} is not a multiple of micro-batch x dp = {mb * dp}; "
-                f"use e.g. {((gb + mb * dp - 1) // (mb * dp)) * mb * dp}"
-            )
-
-
-def largest_divisor(n: int, at_most: int) -> int:
-    """Largest divisor of n that is <= at_most (for 'use a divisor such as ...' hints)."""
-    return max(d for d in range(1, max(1, at_most) + 1) if n % d == 0)
+        """Scalar check with one clear line for the first broken rule (the CLI calls this):
+        the rules of `valid_mask` on a grid of one."""
+        ints = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "global_batch",
+                "seq_len")
+        for name in ints:
+            if np.size(getattr(self, name)) != 1:
+                raise ConfigError(f"Layout.check takes one configuration; {name} has "
+                                  f"{np.size(getattr(self, name))} values (use valid_mask)")
+        one = replace(self, **{k: int(np.asarray(getattr(self, k)).reshape(-1)[0])
+                               for k in ints})
+        problem = first_broken(one, model, gpus)
+        if problem is not None:
+            raise ConfigError(problem)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -27,19 +27,25 @@ Conventions and sources (each formula is repeated beside its function):
   also weights, over the data-parallel group, which with context parallelism is dp * cp (as in
   Megatron-LM, where CP ranks hold the same weights). Expert (MoE) parameters live on dp*cp/ep
   expert-data-parallel ranks, so their state is sharded over dp*cp/ep.
-- ZeRO-3 gathers each layer's full (TP-sharded) weights before use; we count two gathered layers
-  (the current one and one prefetched, FSDP's default) plus one layer of unsharded gradients
-  before its reduce-scatter, plus the FSDP root unit (embeddings, final norm, LM head of this
-  stage), which torchtitan keeps gathered between forward and backward. With a shard group of 1
-  nothing is sharded or gathered (FSDP switches to NO_SHARD).
+- ZeRO-2 and ZeRO-3 reduce-scatter each layer's gradients as backward produces them: one
+  layer's unsharded gradients are alive before their reduce-scatter (`grad_bucket`). ZeRO-3
+  gathers each layer's full (TP-sharded) weights before use; we count min(2, layers on the
+  stage) gathered layers (the current one and one prefetched, FSDP's default; a stage of one
+  layer has nothing to prefetch) plus the FSDP root unit (embeddings, final norm, LM head of
+  this stage), which torchtitan keeps gathered between forward and backward (`gathered`).
+  With a shard group of 1 nothing is sharded or gathered (FSDP switches to NO_SHARD); experts
+  whose group dp*cp/ep is 1 are neither. So ZeRO-3 can need more than ZeRO-2 when a stage holds
+  few layers or the group is small: it keeps its shard *and* the gathered copy; the breakdown
+  carries `gathered` and `zero3_saving` so a report can say so.
 - Tensor parallelism (Megatron-LM, Shoeybi et al. 2019, arXiv 1909.08053): attention and MLP
   matrices are split by tp; embeddings and the LM head are vocabulary-parallel (/tp); norm and
   router weights are replicated. KV heads are split by tp, or replicated when tp > kv_heads.
   MoE expert weights are split by tp too (expert tensor parallel = tp).
-- Pipeline parallelism: layers / pp per stage; the first stage holds the input embedding, the
-  last stage the final norm and LM head (a tied embedding is copied onto the last stage when
-  pp > 1, as Megatron-LM does). In a 1F1B schedule the first stage holds min(pp, m)
-  micro-batches of activations, the last stage one (Narayanan et al. 2021, arXiv 2104.04473);
+- Pipeline parallelism: parameters per stage as `estimate.shapes.stages` places them
+  (Megatron-LM: embedding on the first stage, final norm and LM head on the last, a tied
+  embedding counted once on each stage that holds it). In a 1F1B schedule the first stage
+  holds min(pp, m) micro-batches of activations, the last stage one (Narayanan et al. 2021,
+  arXiv 2104.04473);
   interleaved with vpp chunks the first stage holds pp * (1 + (pp - 1) / (pp * vpp))
   micro-batches' worth of its layers (Korthikanti et al. 2022, arXiv 2205.05198, section 4.2.3).
   The most loaded GPU is the first or the last stage, whichever total is larger.
@@ -60,6 +66,16 @@ from typing import Any
 import numpy as np
 
 from ..spec import ADAFACTOR, ADAMW, FP32, R_NONE, SGD, Layout, ModelSpec
+from .shapes import (
+    StageParams,
+    act_element_bytes,
+    expert_shard_group,
+    kv_width_per_rank,
+    shard_group,
+    sharded_params,
+    stages,
+    tokens_per_rank,
+)
 
 __all__ = [
     "MemoryBreakdown",
@@ -70,7 +86,7 @@ __all__ = [
     "adafactor_state_per_param",
     "logits_bytes",
     "inflight_microbatches",
-    "stage_params",
+    "stage_breakdowns",
 ]
 
 # SwiGLU MLP tensors saved for backward, in units of s*b*ffn elements, for the unfused PyTorch
@@ -87,7 +103,6 @@ GELU_SAVED_FFN = 2
 _WEIGHT_B = np.array([4.0, 2.0, 2.0, 3.0])
 _GRAD_B = np.array([4.0, 2.0, 2.0, 2.0])
 _MASTER_B = np.array([0.0, 4.0, 4.0, 4.0])  # fp32 master copy kept by the optimizer when mixed
-_ACT_B = np.array([4.0, 2.0, 2.0, 2.0])  # activation element size (fp8 counted as bf16, see top)
 
 
 def adafactor_state_per_param(model: ModelSpec) -> float:
@@ -124,68 +139,6 @@ def model_state_bytes_per_param(
     return _WEIGHT_B[p], _GRAD_B[p], _MASTER_B[p] + per_opt[o]
 
 
-# --- parameters per GPU on a pipeline stage ---------------------------------------------------
-@dataclass(frozen=True)
-class StageParams:
-    """Parameters held by one GPU of a stage (TP-sharded, before ZeRO), split for sharding."""
-
-    dense: Any  # replicated over dp*cp (attention, dense MLP, norms, router, embeddings)
-    expert: Any  # replicated over dp*cp/ep (routed experts)
-    unit: Any  # largest layer (a ZeRO-3 gather unit)
-    root: Any  # embeddings / final norm / head on this stage (the FSDP root unit)
-    dense_layers: Any
-    moe_layers: Any
-
-
-def _kv_width_per_rank(model: ModelSpec, tp: Any) -> Any:
-    """KV heads per TP rank * head_dim: split by tp, or one replicated head when tp > kv_heads."""
-    return model.d_head * np.maximum(model.kv_heads / tp, 1.0)
-
-
-def _stages(model: ModelSpec, tp: Any, pp: Any, ep: Any) -> tuple[StageParams, StageParams]:
-    """Parameters per GPU on the first and the last pipeline stage (Megatron-LM placement)."""
-    h, q = model.hidden, model.heads * model.d_head
-    # Wq, Wo split by tp; Wk, Wv per KV head; norms replicated across TP. MLA (DeepSeek-V2):
-    # all attention matrices taken as split by tp (its small down-projections are replicated
-    # in Megatron-LM: an under-count of < 1% of a layer per GPU)
-    if model.is_mla:
-        attn = model.attention_params_per_layer() / tp + model.norm_params_per_layer()
-    else:
-        attn = (2 * h * q / tp + 2 * h * _kv_width_per_rank(model, tp)
-                + model.norm_params_per_layer())
-    mlp = model.dense_mlp_params() / tp
-    lps = model.layers / pp
-    # embeddings are vocabulary-parallel (/tp); the final norm (h) sits with the LM head;
-    # pp == 1: embedding and head (once if tied) and the final norm on the one stage
-    single = model.embedding_params() / tp + h
-    emb = model.vocab * h / tp
-    roots = (np.where(pp == 1, single, emb), np.where(pp == 1, single, emb + h))
-    if not model.is_moe:
-        core = lps * (attn + mlp)
-        unit = attn + mlp
-        return tuple(  # type: ignore[return-value]
-            StageParams(dense=core + r, expert=0.0, unit=unit, root=r, dense_layers=lps,
-                        moe_layers=0.0) for r in roots)
-    experts = (model.experts / ep) * model.expert_params() / tp
-    other = model.shared_experts * model.expert_params() / tp + h * model.experts  # + router
-    n_moe = (np.clip(lps - model.dense_layers, 0, lps),  # dense layers come first
-             np.minimum(lps, model.moe_layers))
-    out = []
-    for nm, r in zip(n_moe, roots, strict=True):
-        nd = lps - nm
-        unit = attn + np.maximum(np.where(nd > 0, mlp, 0.0), np.where(nm > 0, experts + other, 0.0))
-        out.append(StageParams(dense=lps * attn + nd * mlp + nm * other + r, expert=nm * experts,
-                               unit=unit, root=r, dense_layers=nd, moe_layers=nm))
-    return out[0], out[1]
-
-
-def stage_params(model: ModelSpec, layout: Layout, stage: str) -> StageParams:
-    """Parameters per GPU on the 'first' or 'last' pipeline stage."""
-    first, last = _stages(model, np.asarray(layout.tp), np.asarray(layout.pp),
-                          np.asarray(layout.ep))
-    return first if stage == "first" else last
-
-
 # --- activations -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _LayerActs:
@@ -201,17 +154,17 @@ def _layer_acts(model: ModelSpec, *, seq_len: Any, micro_batch: Any, tp: Any = 1
                 moe: bool = False) -> _LayerActs:
     """The terms of `layer_activation_bytes` (formulas documented there)."""
     t = np.asarray(tp)
-    e = _ACT_B[np.asarray(precision, dtype=np.intp)]
+    e = act_element_bytes(precision)
     drop = np.asarray(dropout)
     flash_ = np.asarray(flash, bool)
     t_seq = np.where(np.asarray(sp, bool), t, 1)  # SP splits the replicated part too
-    sb = np.asarray(seq_len) * np.asarray(micro_batch) / np.asarray(cp)
+    sb = tokens_per_rank(seq_len, micro_batch, cp)
     esb = e * sb
     h, a, q = model.hidden, model.heads, model.heads * model.d_head
     # norm inputs (2), QKV input, MLP input; 1-byte dropout masks after attention-out and MLP
     replicated = (esb * (4 * h) + drop * (2 * h) * sb) / t_seq
     q_out = esb * (2 * q) / t  # Q and the out-projection input (= K, V repeated to all heads)
-    kv_compact = esb * 2 * _kv_width_per_rank(model, t)
+    kv_compact = esb * 2 * kv_width_per_rank(model, t)
     stats = sb * (4.0 * a) / t  # flash attention: fp32 log-sum-exp per query and head
     # a*s^2*b: softmax output e, with dropout its output e and a 1-byte mask
     score = sb * np.asarray(seq_len) * a * (e + drop * (e + 1)) / t
@@ -305,9 +258,9 @@ def logits_bytes(
     transient: the logits in training precision e*s*b*V/t, alive with the loss buffer.
     """
     t = np.asarray(tp)
-    e = _ACT_B[np.asarray(precision, dtype=np.intp)]
+    e = act_element_bytes(precision)
     t_seq = np.where(np.asarray(sp, bool), t, 1)
-    sb = np.asarray(seq_len) * np.asarray(micro_batch) / np.asarray(cp)
+    sb = tokens_per_rank(seq_len, micro_batch, cp)
     saved = 2 * model.hidden * e * sb / t_seq + (4.0 * model.vocab) * sb / t
     return saved, (model.vocab * e) * sb / t
 
@@ -315,7 +268,14 @@ def logits_bytes(
 # --- the breakdown -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MemoryBreakdown:
-    """Bytes on the most loaded GPU; `total` is the sum of every field but `offloaded`."""
+    """Bytes on the most loaded GPU; `total` is the sum of every field but `offloaded`,
+    `zero3_saving` and `stage`.
+
+    `gathered` is what ZeRO-3 holds unsharded (the gathered layers and the root unit);
+    `zero3_saving` is what its weight sharding saves on this GPU against ZeRO-2 (both 0 unless
+    ZeRO-3 shards). When gathered > zero3_saving, ZeRO-3 uses more memory than ZeRO-2 here:
+    the stage holds too few layers, or the shard group is too small, for sharding to pay.
+    """
 
     weights: Any
     gradients: Any
@@ -323,19 +283,21 @@ class MemoryBreakdown:
     activations: Any
     logits: Any
     gathered: Any
+    grad_bucket: Any  # ZeRO-2/3: one layer's unsharded gradients before their reduce-scatter
     grad_accum: Any
     overhead: Any
     offloaded: Any  # on the CPU, not in total
     total: Any
+    zero3_saving: Any  # not a part: weights ZeRO-3 saves against ZeRO-2 on this GPU
     stage: Any  # 0 = first pipeline stage is the most loaded, 1 = last
 
     def summary(self, unit: float = 1.0) -> dict[str, Any]:
         """JSON keys weights, gradients, optimizer, activations, other, total (parts sum to total).
 
-        other = logits + gathered + grad_accum + overhead. Divide by `unit` (e.g. GiB); a
-        single configuration gives Python floats.
+        other = logits + gathered + grad_bucket + grad_accum + overhead. Divide by `unit`
+        (e.g. GiB); a single configuration gives Python floats.
         """
-        other = self.logits + self.gathered + self.grad_accum + self.overhead
+        other = self.logits + self.gathered + self.grad_bucket + self.grad_accum + self.overhead
         parts = {"weights": self.weights, "gradients": self.gradients,
                  "optimizer": self.optimizer, "activations": self.activations,
                  "other": other, "total": self.total}
@@ -343,7 +305,7 @@ class MemoryBreakdown:
 
     def parts(self) -> dict[str, Any]:
         """All on-GPU parts (every field that sums to total)."""
-        skip = {"offloaded", "total", "stage"}
+        skip = {"offloaded", "total", "zero3_saving", "stage"}
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
 
 
@@ -390,74 +352,117 @@ def memory_breakdown(
     return MemoryBreakdown(**{k: v.reshape(shape) for k, v in out.items()})
 
 
+def stage_breakdowns(model: ModelSpec, layout: Layout, *, runtime_overhead_bytes: float,
+                     fragmentation: float) -> tuple[MemoryBreakdown, MemoryBreakdown]:
+    """The breakdowns of a GPU of the first and of the last pipeline stage (equal when pp == 1);
+    `memory_breakdown` reports the larger of the two."""
+    f, la = _stage_dicts(model, layout, runtime_overhead_bytes=runtime_overhead_bytes,
+                         fragmentation=fragmentation)
+    shape = np.shape(np.asarray(f["total"] + la["total"]))
+    return tuple(  # type: ignore[return-value]
+        MemoryBreakdown(**{k: np.broadcast_to(v, shape) for k, v in d.items()},
+                        stage=np.full(shape, i, dtype=np.int8))
+        for i, d in enumerate((f, la)))
+
+
 def _block(model: ModelSpec, layout: Layout, *, runtime_overhead_bytes: float,
            fragmentation: float) -> MemoryBreakdown:
-    L = layout
-    tp, pp, dp, cp = (np.asarray(x) for x in (L.tp, L.pp, L.dp, L.cp))
-    zero, precision = np.asarray(L.zero), np.asarray(L.precision, dtype=np.intp)
-    rc = np.asarray(L.recompute, dtype=np.intp)
-    wb, gb, ob = model_state_bytes_per_param(precision, L.optimizer,
-                                             adafactor_state_per_param(model))
-    # ZeRO divisors: the shard group where the stage shards that state, else 1
-    group = dp * cp
-    s1, s2, s3 = (np.where(zero >= z, group, 1) for z in (1, 2, 3))
-    m = np.asarray(L.global_batch) / (dp * np.asarray(L.micro_batch))  # micro-batches per step
-    # accumulating over micro-batches in fp32 (Megatron-LM main_grad): 4 B instead of gb
-    accum_b = np.where((precision != FP32) & (m > 1), 4.0 - gb, 0.0)
-    gather = (zero >= 3) & (group > 1)
-    offload = np.asarray(L.offload, bool)
-
-    kw = dict(seq_len=L.seq_len, micro_batch=L.micro_batch, tp=tp, cp=cp, sp=L.sp,
-              precision=precision)
-    dense = _layer_acts(model, flash=L.flash, dropout=L.dropout, **kw)
-    dense_stored = np.choose(rc, [dense.none, dense.selective, dense.full])
-    dense_tr = _recompute_transient(dense, rc)
-    if model.is_moe:
-        moe = _layer_acts(model, flash=L.flash, dropout=L.dropout, moe=True, **kw)
-        moe_stored = np.choose(rc, [moe.none, moe.selective, moe.full])
-        moe_tr = _recompute_transient(moe, rc)
-    saved, live = logits_bytes(model, **kw)
-    head = saved + live
-    emb_mask = np.asarray(L.dropout) * (np.asarray(L.seq_len) * np.asarray(L.micro_batch)
-                                        * model.hidden) / (np.where(L.sp, tp, 1) * cp)
-
-    first, last = _stages(model, tp, pp, np.asarray(L.ep))
-    stages = []
-    for P, is_first in ((first, True), (last, False)):
-        if model.is_moe:
-            egroup = group / np.asarray(L.ep)
-            e1, e2, e3 = (np.where(zero >= z, egroup, 1) for z in (1, 2, 3))
-            grad_params = P.dense / s2 + P.expert / e2
-            weights = wb * (P.dense / s3 + P.expert / e3)
-            opt = ob * (P.dense / s1 + P.expert / e1)
-            stored = P.dense_layers * dense_stored + P.moe_layers * moe_stored
-            transient = np.maximum(np.where(P.dense_layers > 0, dense_tr, 0.0),
-                                   np.where(P.moe_layers > 0, moe_tr, 0.0))
-        else:
-            grad_params = P.dense / s2
-            weights = wb * (P.dense / s3)
-            opt = ob * (P.dense / s1)
-            stored = P.dense_layers * dense_stored
-            transient = dense_tr
-        gradients = gb * grad_params
-        grad_accum = accum_b * grad_params
-        gathered = np.where(gather, wb * (2 * P.unit + P.root) + gb * P.unit, 0.0)
-        if is_first:  # 1F1B: the first stage holds several micro-batches (one if pp == 1)
-            held = inflight_microbatches(pp, L.vpp, m)
-            activations = held * (stored + emb_mask) + transient
-            logits = np.where(pp == 1, head, 0.0)
-        else:
-            activations = stored + transient
-            logits = head
-        on_gpu_opt = np.where(offload, 0.0, opt)
-        allocated = weights + gradients + on_gpu_opt + activations + logits + gathered + grad_accum
-        overhead = runtime_overhead_bytes + fragmentation * allocated
-        stages.append(dict(weights=weights, gradients=gradients, optimizer=on_gpu_opt,
-                           activations=activations, logits=logits, gathered=gathered,
-                           grad_accum=grad_accum, overhead=overhead,
-                           offloaded=np.where(offload, opt, 0.0), total=allocated + overhead))
-    f, la = stages
+    f, la = _stage_dicts(model, layout, runtime_overhead_bytes=runtime_overhead_bytes,
+                         fragmentation=fragmentation)
     pick_last = la["total"] > f["total"]
     shape = np.shape(pick_last)
     out = {k: np.broadcast_to(np.where(pick_last, la[k], f[k]), shape) for k in f}
     return MemoryBreakdown(**out, stage=pick_last.astype(np.int8))
+
+
+@dataclass(frozen=True)
+class _PerLayer:
+    """Activation bytes of one layer and micro-batch, and the head's, for a layout."""
+
+    dense_stored: Any
+    dense_transient: Any
+    moe_stored: Any
+    moe_transient: Any
+    head: Any  # saved + transient logits bytes
+    emb_mask: Any  # embedding dropout mask, per micro-batch
+
+
+def _per_layer(model: ModelSpec, L: Layout) -> _PerLayer:
+    tp, cp = np.asarray(L.tp), np.asarray(L.cp)
+    rc = np.asarray(L.recompute, dtype=np.intp)
+    kw = dict(seq_len=L.seq_len, micro_batch=L.micro_batch, tp=tp, cp=cp, sp=L.sp,
+              precision=np.asarray(L.precision, dtype=np.intp))
+    dense = _layer_acts(model, flash=L.flash, dropout=L.dropout, **kw)
+    moe = _layer_acts(model, flash=L.flash, dropout=L.dropout, moe=True, **kw) \
+        if model.is_moe else dense
+    saved, live = logits_bytes(model, **kw)
+    emb_mask = np.asarray(L.dropout) * tokens_per_rank(L.seq_len, L.micro_batch, cp) \
+        * model.hidden / np.where(L.sp, tp, 1)
+    return _PerLayer(dense_stored=np.choose(rc, [dense.none, dense.selective, dense.full]),
+                     dense_transient=_recompute_transient(dense, rc),
+                     moe_stored=np.choose(rc, [moe.none, moe.selective, moe.full]),
+                     moe_transient=_recompute_transient(moe, rc), head=saved + live,
+                     emb_mask=emb_mask)
+
+
+def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
+                 fragmentation: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every part of `MemoryBreakdown` (but `stage`) for the first and the last stage."""
+    precision = np.asarray(L.precision, dtype=np.intp)
+    wb, gb, ob = model_state_bytes_per_param(precision, L.optimizer,
+                                             adafactor_state_per_param(model))
+    m = np.asarray(L.microbatches, dtype=float)
+    acts = _per_layer(model, L)
+    out = []
+    for P, is_first in zip(stages(model, L.tp, L.pp, L.ep), (True, False), strict=True):
+        d = _state(P, L, wb, gb, ob, m)
+        stored = P.dense_layers * acts.dense_stored + P.moe_layers * acts.moe_stored
+        transient = np.maximum(np.where(P.dense_layers > 0, acts.dense_transient, 0.0),
+                               np.where(P.moe_layers > 0, acts.moe_transient, 0.0))
+        if is_first:  # 1F1B: the first stage holds several micro-batches (one if pp == 1)
+            held = inflight_microbatches(L.pp, L.vpp, m)
+            d["activations"] = held * (stored + acts.emb_mask) + transient
+            d["logits"] = np.where(np.asarray(L.pp) == 1, acts.head, 0.0)
+        else:
+            d["activations"] = stored + transient
+            d["logits"] = acts.head
+        allocated = sum(d[k] for k in _ALLOCATED)
+        d["overhead"] = runtime_overhead_bytes + fragmentation * allocated
+        d["total"] = allocated + d["overhead"]
+        out.append(d)
+    return out[0], out[1]
+
+
+_ALLOCATED = ("weights", "gradients", "optimizer", "activations", "logits", "gathered",
+              "grad_bucket", "grad_accum")
+
+
+def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any) -> dict[str, Any]:
+    """Weights, gradients, optimizer state and the ZeRO buffers of one stage's GPU.
+
+    ZeRO-1/2/3 shard optimizer state / + gradients / + weights over dp*cp (experts over
+    dp*cp/ep); a shard group of 1 shards nothing. ZeRO-2 and 3 reduce-scatter each layer's
+    gradients as backward produces them, so one layer's unsharded gradients are alive at a
+    time (`grad_bucket`; FSDP's unsharded gradient before its reduce-scatter, DeepSpeed's
+    reduce bucket). ZeRO-3 gathers the current layer and prefetches the next (FSDP's default),
+    so it holds min(2, layers on the stage) gathered layers plus the root unit (`gathered`).
+    Experts whose shard group is 1 are neither sharded nor gathered.
+    """
+    zero, precision = np.asarray(L.zero), np.asarray(L.precision, dtype=np.intp)
+    group = shard_group(L.dp, L.cp)
+    egroup = expert_shard_group(L.dp, L.cp, L.ep)
+    grad_params = sharded_params(P, L.dp, L.cp, L.ep, zero >= 2)
+    weights = wb * sharded_params(P, L.dp, L.cp, L.ep, zero >= 3)
+    opt = ob * sharded_params(P, L.dp, L.cp, L.ep, zero >= 1)
+    # accumulating over micro-batches in fp32 (Megatron-LM main_grad): 4 B instead of gb
+    accum_b = np.where((precision != FP32) & (m > 1), 4.0 - gb, 0.0)
+    unit = P.unit - np.where(egroup > 1, 0.0, P.unit_expert)  # the sharded part of a layer
+    gather = (zero >= 3) & (group > 1)
+    layers = np.minimum(2.0, P.dense_layers + P.moe_layers)
+    offload = np.asarray(L.offload, bool)
+    return dict(weights=weights, gradients=gb * grad_params,
+                optimizer=np.where(offload, 0.0, opt), offloaded=np.where(offload, opt, 0.0),
+                gathered=np.where(gather, wb * (layers * unit + P.root), 0.0),
+                grad_bucket=np.where((zero >= 2) & (group > 1), gb * unit, 0.0),
+                grad_accum=accum_b * grad_params,
+                zero3_saving=np.where(gather, wb * P.total - weights, 0.0))

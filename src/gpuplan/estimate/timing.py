@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import BF16, FP8, FP32, PRECISIONS, R_FULL, Hardware, Layout, ModelSpec
+from ..spec import BF16, FP8, PRECISIONS, R_FULL, Hardware, Layout, ModelSpec
 from ..units import DAY, HOUR
 from . import comm
 from .compute import (
@@ -39,6 +39,16 @@ from .compute import (
     logits_bytes_per_token,
     matmul_efficiency,
     memory_bound_time,
+)
+from .shapes import (
+    act_element_bytes,
+    hidden_activation_bytes,
+    kv_width_per_rank,
+    layers_per_stage,
+    params_per_gpu,
+    sharded_params,
+    stages,
+    tokens_per_rank,
 )
 
 # The TimingBreakdown fields that sum to step_s, in display order.
@@ -97,13 +107,6 @@ def _peak16(hw: Hardware, precision: Any) -> Any:
     return np.where(np.asarray(precision) == FP8, peak / 2.0, peak)
 
 
-def _params_per_gpu(model: ModelSpec, tp: Any, pp: Any, ep: Any) -> Any:
-    """Parameters one GPU holds before ZeRO sharding (experts also split over ep)."""
-    expert = model.moe_layers * model.experts * model.expert_params() if model.is_moe else 0
-    other = model.total_params() - expert
-    return other / (tp * pp) + expert / (tp * pp * ep)
-
-
 def _expert_flops(model: ModelSpec, rc: Any) -> Any:
     """Executed FLOPs per token in routed experts, all layers (0 for dense models)."""
     if not model.is_moe:
@@ -154,8 +157,9 @@ def _context(layout: Layout, hw: Hardware) -> _Ctx:
     prec = np.asarray(layout.precision)
     return _Ctx(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, mb=mb, gb=gb,
                 seq=f(layout.seq_len), zero=np.asarray(layout.zero),
-                rc=np.asarray(layout.recompute), prec=prec, m=gb / (dp * mb),
-                act_bytes=np.where(prec == FP32, 4.0, 2.0),  # FP8 recipes keep 16-bit activations
+                rc=np.asarray(layout.recompute), prec=prec,
+                m=np.asarray(layout.microbatches, dtype=float),
+                act_bytes=act_element_bytes(prec),  # FP8 recipes keep 16-bit activations
                 peak=peak_at(hw, prec), peak16=_peak16(hw, prec), domain=f(hw.scale_up_domain),
                 up=f(hw.scale_up_bytes_per_s), a_up=f(hw.scale_up_latency_s),
                 out=f(hw.scale_out_bytes_per_s), a_out=f(hw.scale_out_latency_s))
@@ -169,7 +173,8 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
     fl = flops_per_token(model, c.seq)
     tokens_gpu = c.gb * c.seq / (c.dp * c.cp)  # tokens each stage's tp group sees per step
     layer_hw = (fl.hardware(c.rc) - fl.lm_head) / L
-    stage_flops = tokens_gpu / c.tp * (layer_hw * L / c.pp + fl.lm_head)
+    lps = layers_per_stage(model, c.pp)
+    stage_flops = tokens_gpu / c.tp * (layer_hw * lps + fl.lm_head)
     # Routed experts run grouped GEMMs whose smallest dimension is min(rows per expert,
     # hidden, expert ffn) (compute.expert_gemm_dim; the busiest expert sets the pace, x the
     # load imbalance); the attention core runs in 16 bits at attention_ratio x the GEMM
@@ -178,38 +183,47 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
     expert = per_layer_tokens * _expert_flops(model, c.rc) / stage_flops
     attn = per_layer_tokens * fl.attention_executed(c.rc) / stage_flops
     eff_mm = matmul_efficiency(eff, h / c.tp, c.prec)
-    eff_ex = matmul_efficiency(eff, expert_gemm_dim(model, c.mb * c.seq / (c.cp * c.tp), c.ep),
-                               c.prec)
+    rows = tokens_per_rank(c.seq, c.mb, c.cp) / c.tp  # each rank routes its SP shard
+    eff_ex = matmul_efficiency(eff, expert_gemm_dim(model, rows, c.ep), c.prec)
     eff_at = matmul_efficiency(eff, h / c.tp, BF16) * np.asarray(eff.attention_ratio)
     compute_s = (compute_time(stage_flops * (1 - expert - attn), c.peak, eff_mm)
                  + compute_time(stage_flops * expert * MOE_LOAD_IMBALANCE, c.peak, eff_ex)
                  + compute_time(stage_flops * attn, c.peak16, eff_at))
-    per_token = (elementwise_bytes_per_token_layer(model, c.act_bytes, c.ep) * L / c.pp
+    per_token = (elementwise_bytes_per_token_layer(model, c.act_bytes, c.ep) * lps
                  + logits_bytes_per_token(model))
     repeat = np.where(c.full, 4.0 / 3.0, 1.0)  # full recompute repeats the forward
     memory_s = memory_bound_time(tokens_gpu / c.tp * per_token * repeat,
                                  hw.memory_bandwidth_bytes_per_s, eff.memory_fraction)
-    overhead_s = np.asarray(eff.layer_overhead_s) * (L / c.pp) * c.m * repeat
-    params = _params_per_gpu(model, c.tp, c.pp, c.ep)
+    overhead_s = np.asarray(eff.layer_overhead_s) * lps * c.m * repeat
+    params = params_per_gpu(model, c.tp, c.pp, c.ep)
     opt_bytes = np.choose(np.asarray(optimizer), OPTIMIZER_STEP_BYTES)
-    optimizer_s = memory_bound_time(params / np.where(c.zero >= 1, c.dp, 1.0) * opt_bytes,
+    optimizer_s = memory_bound_time(_optimizer_params(model, c) * opt_bytes,
                                     hw.memory_bandwidth_bytes_per_s, eff.memory_fraction)
     return dict(compute_s=compute_s, memory_s=memory_s, overhead_s=overhead_s,
                 optimizer_s=optimizer_s, params=params, fl=fl, eff_mm=eff_mm)
+
+
+def _optimizer_params(model: ModelSpec, c: _Ctx) -> Any:
+    """Parameters whose optimizer step one GPU runs: its stage's, sharded as ZeRO-1+ shards the
+    optimizer state (the same count as the memory model's optimizer bytes); the busier stage."""
+    first, last = stages(model, c.tp, c.pp, c.ep)
+    return np.maximum(*(sharded_params(P, c.dp, c.cp, c.ep, c.zero >= 1) for P in (first, last)))
 
 
 def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any
                          ) -> dict[str, tuple[Any, Any]]:
     """TP, CP, EP and PP communication per step (Megatron-LM rank order), each as
     (total seconds, seconds of it that compute could hide)."""
-    L, h = model.layers, model.hidden
-    act_layer = c.mb * c.seq / c.cp * h * c.act_bytes  # one (mb x s x h) activation
+    lps = layers_per_stage(model, c.pp)
+    # one (mb x s/cp x h) activation
+    act_layer = hidden_activation_bytes(model, seq_len=c.seq, micro_batch=c.mb, cp=c.cp,
+                                        precision=c.prec)
     bw, a = c.link(c.tp)
-    tp = comm.tp_comm_s(act_layer, c.tp, comm.tp_layer_collectives(c.full), L / c.pp, c.m, bw, a)
+    tp = comm.tp_comm_s(act_layer, c.tp, comm.tp_layer_collectives(c.full), lps, c.m, bw, a)
 
     bw, a = c.link(c.tp * c.cp)
-    kv_width = 2.0 * model.d_head * np.maximum(model.kv_heads / c.tp, 1.0)
-    cp = comm.cp_comm_s(c.mb * c.seq / c.cp * kv_width * c.act_bytes, c.cp, L / c.pp, c.m, bw, a)
+    kv = tokens_per_rank(c.seq, c.mb, c.cp) * 2.0 * kv_width_per_rank(model, c.tp) * c.act_bytes
+    cp = comm.cp_comm_s(kv, c.cp, lps, c.m, bw, a)
     fl = flops_per_token(model, c.seq)
 
     # EP ranks sit at stride tp*cp inside the data-parallel dimension; the all-to-all sends to

@@ -11,6 +11,7 @@ ZeRO-3 and full recompute together.
 
 from __future__ import annotations
 
+import math
 from dataclasses import fields
 from typing import Any
 
@@ -41,7 +42,8 @@ def _variants(model: ModelSpec, base: dict[str, Any], gpus: int) -> list[tuple[s
     if not base["offload"]:
         out.append(("offload", "--offload", {"offload": True}))
     mb = int(base["micro_batch"])
-    for m in sorted((m for m in range(1, mb) if mb % m == 0), reverse=True):
+    small = [d for d in range(1, math.isqrt(mb) + 1) if mb % d == 0]  # sqrt(mb) steps, not mb
+    for m in sorted({x for d in small for x in (d, mb // d)} - {mb}, reverse=True):
         out.append(("micro_batch", f"--micro-batch {m}", {"micro_batch": m}))
     tp, pp, cp = int(base["tp"]), int(base["pp"]), int(base["cp"])
     for t in range(tp + 1, MAX_TP + 1):

@@ -1,0 +1,194 @@
+"""Layout rules and size bounds (L1, beside spec and imported by it; numpy only).
+
+One definition of which training layouts are structurally valid for a model: `layout_rules`
+yields each rule with the mask of configurations that keep it. `spec.Layout.valid_mask` ANDs
+them over a grid (the search), `spec.Layout.check` reports the first broken one for a single
+configuration (the CLI), with the message of `message`, so `plan` and `estimate` can never
+disagree. Range rules come first, bounded by the model's real sizes, and a single configuration
+is evaluated in exact Python integers, so no typed number (10**30 included) overflows or starts
+a search longer than the model allows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# Largest sizes the tool plans for: every search is bounded by the model's real sizes, and these
+# bound the sizes themselves, so no number typed makes a loop run longer than they allow.
+# Ten times or more beyond any published run: DeepNet trained 1,000 layers (Wang et al. 2022,
+# arXiv 2203.00555); PEER routes over 1,048,576 experts (He 2024, arXiv 2407.04202); context
+# windows reach ~10M tokens (Llama 4 Scout, 2025); the largest batches ~65,536 sequences
+# (You et al. 2019, LAMB, arXiv 1904.00962).
+MAX_LAYERS = 10_000
+MAX_WIDTH = 1 << 22  # hidden, ffn, heads, vocabulary, ranks: 4,194,304
+MAX_EXPERTS = 1 << 21
+MAX_SEQ_LEN = 1 << 27  # 134,217,728 tokens
+MAX_BATCH = 1 << 24  # sequences per step (and per micro-batch): 16,777,216
+MODEL_MAX = {"layers": MAX_LAYERS, "hidden": MAX_WIDTH, "heads": MAX_WIDTH,
+             "kv_heads": MAX_WIDTH, "ffn": MAX_WIDTH, "vocab": MAX_WIDTH,
+             "head_dim": MAX_WIDTH, "experts": MAX_EXPERTS, "experts_per_token": MAX_EXPERTS,
+             "moe_ffn": MAX_WIDTH, "shared_experts": MAX_EXPERTS, "dense_layers": MAX_LAYERS,
+             "q_lora_rank": MAX_WIDTH, "kv_lora_rank": MAX_WIDTH, "rope_head_dim": MAX_WIDTH,
+             "v_head_dim": MAX_WIDTH, "max_seq_len": MAX_SEQ_LEN}
+
+
+@dataclass(frozen=True)
+class _Fields:
+    """The integer fields of a Layout as arrays (object arrays for numbers beyond int64)."""
+
+    NAMES = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "global_batch",
+             "seq_len")
+
+    tp: Any
+    pp: Any
+    dp: Any
+    cp: Any
+    ep: Any
+    vpp: Any
+    zero: Any
+    mb: Any
+    gb: Any
+    seq: Any
+
+    @classmethod
+    def of(cls, layout: Any) -> _Fields:
+        """A single configuration is held as Python integers (exact, never overflowing: a
+        typed 10**30 is compared, not wrapped); a grid as numpy integer arrays."""
+        a = [np.asarray(getattr(layout, n)) for n in cls.NAMES]
+        if all(x.ndim == 0 for x in a):
+            a = [np.asarray(int(x), dtype=object) for x in a]
+        return cls(*a)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return np.broadcast(*(getattr(self, f) for f in _FIELD_ATTRS)).shape
+
+    def scalars(self) -> dict[str, int]:
+        return {f: int(getattr(self, f)) for f in _FIELD_ATTRS}
+
+
+_FIELD_ATTRS = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "mb", "gb", "seq")
+
+
+def _rules(v: _Fields, m: Any, gpus: int | None) -> Iterator[tuple[str, Any]]:
+    """(rule, keep-mask) in the order `check` reports them; ranges come before arithmetic, so
+    a divisor search never starts from a number larger than the model's real size."""
+    yield "degree", ((v.tp >= 1) & (v.pp >= 1) & (v.cp >= 1) & (v.dp >= 1) & (v.ep >= 1)
+                     & (v.vpp >= 1))
+    yield "batch_range", (v.mb >= 1) & (v.gb >= 1) & (v.mb <= MAX_BATCH) & (v.gb <= MAX_BATCH)
+    yield "seq_range", (v.seq >= 1) & (v.seq <= MAX_SEQ_LEN)
+    yield "tp_range", v.tp <= m.heads
+    yield "pp_range", (v.pp <= m.layers) & (v.vpp <= m.layers) & (v.pp * v.vpp <= m.layers)
+    if m.is_moe:
+        yield "ep_range", v.ep <= m.experts
+    else:
+        yield "ep_dense", v.ep == 1
+    yield "cp_range", (v.cp == 1) | (2 * v.cp <= v.seq)
+    if gpus is not None:
+        yield "gpus", v.tp * v.pp * v.cp * v.dp == gpus
+    # KV heads are split across TP ranks, or replicated when tp exceeds them (Megatron-LM).
+    yield "tp", (m.heads % v.tp == 0) & ((m.kv_heads % v.tp == 0) | (v.tp % m.kv_heads == 0))
+    yield "pp", m.layers % (v.pp * v.vpp) == 0
+    if m.is_moe:
+        yield "ep", m.experts % v.ep == 0
+    yield "ep_dp", v.dp % v.ep == 0
+    yield "cp", (v.cp == 1) | (v.seq % (2 * v.cp) == 0)
+    yield "zero", (v.zero >= 0) & (v.zero <= 3)
+    yield "batch_dp", v.mb * v.dp <= v.gb
+    yield "batch_multiple", v.gb % (v.mb * v.dp) == 0
+
+
+def _n(x: int) -> str:
+    """A typed number for a one-line message: with thousands separators, or its order of
+    magnitude when it has more than 15 digits (a 3,000-digit value is not echoed)."""
+    if abs(x) < 10**15:
+        return f"{x:,}"
+    return f"about 10^{int(math.log10(abs(x)) + 1e-9)}"
+
+
+def _pp_hint(layers: int, pp: int) -> str:
+    d = largest_divisor(layers, pp)
+    return (f"use a divisor such as {d}" if d > 1 else
+            "its layer count has no divisor other than 1 and itself, and uneven "
+            "pipeline stages are not modelled; use --pp 1")
+
+
+_Msg = Callable[[dict[str, int], Any, "int | None"], str]
+_MESSAGES: dict[str, _Msg] = {
+    "degree": lambda v, m, g: next(
+        f"--{k} must be at least 1, got {_n(v[k])}" for k in ("tp", "pp", "cp", "dp", "ep", "vpp")
+        if v[k] < 1),
+    "batch_range": lambda v, m, g: (
+        f"--micro-batch and --global-batch must be from 1 to {MAX_BATCH:,} sequences, got "
+        f"{_n(v['mb'])} and {_n(v['gb'])}"),
+    "seq_range": lambda v, m, g: (
+        f"--seq-len must be from 1 to {MAX_SEQ_LEN:,} tokens, got {_n(v['seq'])}"),
+    "gpus": lambda v, m, g: (
+        f"tp*pp*cp*dp = {v['tp']}*{v['pp']}*{v['cp']}*{_n(v['dp'])} = "
+        f"{_n(v['tp'] * v['pp'] * v['cp'] * v['dp'])} does not equal --gpus {_n(g or 0)}; "
+        f"change a degree or the GPU count"),
+    "tp_range": lambda v, m, g: (
+        f"--tp {_n(v['tp'])} is more than the model's {m.heads} attention heads; use a divisor "
+        f"such as {largest_divisor(m.heads, m.heads)}"),
+    "tp": lambda v, m, g: (
+        f"--tp {v['tp']} does not divide the model's {m.heads} attention heads "
+        f"({m.kv_heads} KV heads); use a divisor such as {largest_divisor(m.heads, v['tp'])}"),
+    "pp_range": lambda v, m, g: (
+        f"--pp {_n(v['pp'])} (x {_n(v['vpp'])} interleaved stages) is more than the model's "
+        f"{m.layers} layers; {_pp_hint(m.layers, m.layers)}"),
+    "pp": lambda v, m, g: (
+        f"--pp {v['pp']} (x {v['vpp']} interleaved stages) does not divide the model's "
+        f"{m.layers} layers; {_pp_hint(m.layers, v['pp'])}"),
+    "ep_range": lambda v, m, g: (
+        f"--ep {_n(v['ep'])} is more than the model's {m.experts} experts"),
+    "ep": lambda v, m, g: f"--ep {v['ep']} does not divide the model's {m.experts} experts",
+    "ep_dense": lambda v, m, g: (
+        f"--ep {_n(v['ep'])} needs a mixture-of-experts model; {m.id} is dense"),
+    "ep_dp": lambda v, m, g: f"--ep {v['ep']} must divide the data-parallel degree {v['dp']}",
+    "cp_range": lambda v, m, g: (
+        f"--cp {_n(v['cp'])}: the sequence length ({v['seq']}) must be at least 2*cp"),
+    "cp": lambda v, m, g: f"--cp {v['cp']}: the sequence length must be a multiple of 2*cp",
+    "zero": lambda v, m, g: f"--zero must be 0, 1, 2 or 3, got {_n(v['zero'])}",
+    "batch_dp": lambda v, m, g: (
+        f"--micro-batch {v['mb']} x dp {v['dp']} = {v['mb'] * v['dp']} sequences exceeds "
+        f"--global-batch {v['gb']}; lower the micro-batch or raise the global batch"),
+    "batch_multiple": lambda v, m, g: (
+        f"--global-batch {v['gb']} is not a multiple of micro-batch x dp = {v['mb'] * v['dp']}; "
+        f"use e.g. {-(-v['gb'] // (v['mb'] * v['dp'])) * v['mb'] * v['dp']}"),
+}
+
+
+def largest_divisor(n: int, at_most: int) -> int:
+    """Largest divisor of n that is <= at_most (for 'use a divisor such as ...' hints); the
+    search runs over at most n candidates, whatever `at_most` is."""
+    return max(d for d in range(1, max(1, min(n, at_most)) + 1) if n % d == 0)
+
+
+def layout_rules(layout: Any, model: Any, gpus: int | None = None
+                 ) -> Iterator[tuple[str, Any]]:
+    """(rule, keep-mask) for every rule, in order (a generator: stop at the first broken one)."""
+    yield from _rules(_Fields.of(layout), model, gpus)
+
+
+def valid(layout: Any, model: Any) -> np.ndarray:
+    """Which configurations of the grid keep every rule (gpus = tp*pp*cp*dp by construction)."""
+    v = _Fields.of(layout)
+    ok = np.asarray(True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for _, keep in _rules(v, model, None):
+            ok = ok & np.asarray(keep, dtype=bool)
+    return np.broadcast_to(ok, v.shape)
+
+
+def first_broken(layout: Any, model: Any, gpus: int | None = None) -> str | None:
+    """The one-line message of the first rule a single configuration breaks, or None."""
+    v = _Fields.of(layout)
+    for rule, keep in _rules(v, model, gpus):
+        if not bool(np.all(keep)):
+            return _MESSAGES[rule](v.scalars(), model, gpus)
+    return None
