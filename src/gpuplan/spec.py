@@ -45,7 +45,8 @@ class Accelerator:
     memory_bandwidth_bytes_per_s: float
     # dense FLOP/s per precision (FP32 accumulate); an absent key = unsupported
     peak_flops: dict[str, float]
-    fp16_accumulate_flops: float | None = None  # GeForce/RTX headline rate with FP16 accumulate, if any
+    # GeForce/RTX headline rate with FP16 accumulate, if any
+    fp16_accumulate_flops: float | None = None
     scale_up_kind: str  # 'nvlink', 'infinity-fabric', 'pcie', 'hccs', 'ethernet'
     scale_up_fabric: str  # fabric id
     scale_up_bytes_per_s: float  # per GPU, both directions added (as vendors quote)

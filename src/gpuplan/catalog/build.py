@@ -9,9 +9,9 @@ from typing import Any
 from .. import spec
 from ..errors import CatalogError, GpuplanError, UnknownIdError
 from .check import check_keys, check_value, convert, did_you_mean, where
-from .merge import Doc, Row, merge_docs
+from .merge import PACKAGE_PREFIX, Doc, Row, merge_docs
 from .model import Catalog
-from .schema import EFFICIENCY, ROW_TABLES, SCENARIO, SITE_FIELDS, SITE_VALUES, normalize
+from .schema import EFFICIENCY, ROW_TABLES, RULES, SCENARIO, SITE_FIELDS, SITE_VALUES, normalize
 
 BUILD: dict[str, Callable[..., Any]] = {
     "accelerator": spec.Accelerator,
@@ -49,6 +49,9 @@ def _need(schema: dict[str, Any], kind: str, ident: str, row: Row) -> None:
 
 def build_entity(kind: str, ident: str, row: Row) -> Any:
     _check(ROW_TABLES[kind], kind, ident, row, complete=True)
+    for table, test, fix in RULES:
+        if table == kind and not test(row.values):
+            raise CatalogError(f"{_at(kind, ident, row)}: {fix}")
     cls = BUILD[kind]
     names = {f.name for f in dataclasses.fields(cls)}
     kwargs = {k: v for k, v in convert(ROW_TABLES[kind], row.values).items() if k in names}
@@ -80,9 +83,7 @@ def build_site(rows: dict[str, Row]) -> dict[str, spec.SiteValue]:
             raise CatalogError(f"{row.origin}: unknown site value '{name}'"
                                f"{did_you_mean(name, SITE_VALUES)} (`gpuplan catalog site` "
                                f"lists them)")
-        _check(SITE_FIELDS, "site", name, row, complete=True)
-        check_value(SITE_VALUES[name], "value", row.values["value"], _at("site", name, row,
-                                                                         "value"))
+        _check({**SITE_FIELDS, "value": SITE_VALUES[name]}, "site", name, row, complete=True)
         v = row.values
         out[name] = spec.SiteValue(name=name, value=float(v["value"]), unit=v["unit"],
                                    source=v["source"], as_of=v["as_of"], notes=v.get("notes", ""))
@@ -112,7 +113,11 @@ def resolve_efficiency(rows: dict[str, Row]) -> dict[str, dict[str, Any]]:
                 raise CatalogError(f"{at}: inherits unknown family '{parent}'"
                                    f"{did_you_mean(parent, rows)}")
             if parent in chain:
-                raise CatalogError(f"{at}: inherits forms a loop ({' -> '.join((*chain, parent))})")
+                origins = [rows[f].origins["inherits"] for f in chain]
+                by = next((o for o in reversed(origins) if not o.startswith(PACKAGE_PREFIX)),
+                          origins[-1])
+                raise CatalogError(f"{by}: efficiency inherits forms a loop "
+                                   f"({' -> '.join((*chain, parent))}); remove one inherits")
             base = {k: v for k, v in resolve(parent, (*chain, parent)).items()
                     if EFFICIENCY[k].inherited}
         out = {**base, **row.values}

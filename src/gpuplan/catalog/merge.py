@@ -46,9 +46,9 @@ class Row:
 def display_path(path: str, limit: int = 80) -> str:
     """A path as messages show it: one line, at most `limit` characters."""
     text = str(path)
-    if len(text) <= limit and text.isprintable():
-        return text
-    return shown(text, limit)
+    if not text.isprintable():
+        text = text.encode("unicode_escape", "replace").decode("ascii")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def read_doc(path: Path | str, origin: str, overlay: bool) -> Doc:
@@ -78,8 +78,9 @@ def read_doc(path: Path | str, origin: str, overlay: bool) -> Doc:
     return Doc(origin=origin, data=data, overlay=overlay, date=date)
 
 
-def _merge_entry(row: Row, entry: dict[str, Any], doc: Doc) -> None:
-    """Write one file's entry onto a row: nested tables key by key, the rest field by field."""
+def _merge_entry(row: Row, entry: dict[str, Any], doc: Doc, sourced: bool) -> None:
+    """Write one file's entry onto a row: nested tables key by key, the rest field by field.
+    `sourced`: the table's rows carry source / as_of."""
     existed = bool(row.values)
     changed: list[str] = []
     for key, value in entry.items():
@@ -90,12 +91,12 @@ def _merge_entry(row: Row, entry: dict[str, Any], doc: Doc) -> None:
         else:
             row.values[key] = value
             paths = [key]
-        for p in paths:
-            row.origins[p] = doc.origin
+        if key != "id":
+            row.origins.update(dict.fromkeys(paths, doc.origin))
         if key not in DESCRIPTIVE:
             changed += paths
     row.origin = doc.origin
-    if doc.overlay and existed and changed:
+    if sourced and doc.overlay and existed and changed:
         if "source" not in entry:
             row.values["source"] = (f"{doc.origin} sets {', '.join(changed)}; other values: "
                                     f"{row.values.get('source', '')}")
@@ -145,5 +146,6 @@ def merge_docs(docs: list[Doc]) -> dict[str, dict[str, Row]]:
                     f"{doc.origin}: unknown table '{shown(top)[1:-1]}'"
                     f"{did_you_mean(top, rows)} (tables: {', '.join(rows)})")
             for ident, entry in entries:
-                _merge_entry(rows[top].setdefault(ident, Row()), entry, doc)
+                _merge_entry(rows[top].setdefault(ident, Row()), entry, doc,
+                             sourced=top != "scenarios")
     return rows

@@ -10,7 +10,7 @@ from ..errors import CatalogError, UnknownIdError
 from .merge import PACKAGE_PREFIX
 from .schema import KIND_WORD, LIST_CMD, table_key
 
-# the order `find` searches the kinds in (the first match wins)
+# the order `locate` searches the kinds in (the first match wins)
 FIND_ORDER = ("accelerator", "system", "pod", "fabric", "offer", "model", "site", "efficiency",
               "scenarios")
 
@@ -74,14 +74,15 @@ class Catalog:
     def site_value(self, name: str) -> float:
         return self.site[self.resolve("site", name)].value
 
-    def find(self, name: str) -> tuple[str, Any]:
-        """Any id or alias of any kind -> (kind, entity); for `gpuplan catalog show ID`."""
+    def locate(self, name: str) -> tuple[str, str]:
+        """Any id or alias of any kind -> (kind, canonical id), for `gpuplan catalog show ID`;
+        kinds are searched in FIND_ORDER."""
         tables = self.tables()
         for kind in FIND_ORDER:
             key = table_key(kind, name)
             ident = key if key in tables[kind] else self.aliases.get(kind, {}).get(key)
             if ident:
-                return kind, tables[kind][ident]
+                return kind, ident
         known: list[str] = []
         canonical: dict[str, str] = {}
         for kind in FIND_ORDER:

@@ -12,9 +12,10 @@ code units stay far from float overflow (1e15 of anything in the file's unit).
 
 from __future__ import annotations
 
-import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .. import spec
 from ..units import GB, TB, TERA, GiB
@@ -254,6 +255,14 @@ SCENARIO: dict[str, Field] = {
     "notes": text(False),
 }
 
+# Rules between fields of one row (after each field is checked): table, test, what to fix.
+RULES: tuple[tuple[str, Callable[[dict[str, Any]], bool], str], ...] = (
+    ("model", lambda r: r.get("dense_layers", 0) <= r["layers"],
+     "dense_layers must be at most layers"),
+    ("offer", lambda r: r["network_gbit_per_s"] > 0 or r.get("max_instances") == 1,
+     "network_gbit_per_s = 0 (no inter-instance fabric) needs max_instances = 1"),
+)
+
 NAMED_TABLES: dict[str, dict[str, Field]] = {
     "site": SITE_FIELDS, "efficiency": EFFICIENCY, "scenarios": SCENARIO}
 SCHEMAS: dict[str, dict[str, Field]] = {**ROW_TABLES, **NAMED_TABLES}
@@ -297,7 +306,3 @@ def table_key(kind: str, name: str) -> str:
     """The stored key of a named-table entry: site names keep underscores, the rest dashes."""
     key = normalize(name)
     return key.replace("-", "_") if kind == "site" else key
-
-
-def finite(x: float) -> bool:
-    return math.isfinite(x)
