@@ -80,6 +80,8 @@ def test_env_var_overlay(tmp_path, monkeypatch):
         (lambda t: t.replace("memory_gib = 48", "memory_gb = 48"),
          "unknown field 'memory_gb'; did you mean 'memory_gib'"),
         (lambda t: t.replace("bf16 = 200", "bf16_sparse = 400"), "unknown key 'bf16_sparse'"),
+        (lambda t: t.replace("{ fp32 = 50, bf16 = 200 }", "{}"),
+         "peak_tflops needs at least one precision"),
         (lambda t: t.replace('as_of = "2026-11-30"', 'as_of = "last year"'),
          "as_of must be a date"),
         (lambda t: t.replace('source = "my own measurement"', 'source = ""'),

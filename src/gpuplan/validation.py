@@ -260,10 +260,11 @@ def fit_family(cat: Catalog, family: str, params: tuple[str, ...], grid: dict[st
     if not runs:
         raise CatalogError(f"no fit runs for family '{family}' in {RUNS_FILE}")
     # Start from the same neutral point whatever the catalog holds (reproducible); only the
-    # unfitted memory_fraction comes from the family's catalog row.
+    # unfitted memory_fraction and tp_overlap come from the family's catalog row.
     base = efficiency_for(cat, [family])
     values: dict[str, Any] = {**FIT_START,
-                              "memory_fraction": float(np.asarray(base.memory_fraction)[0])}
+                              "memory_fraction": float(np.asarray(base.memory_fraction)[0]),
+                              "tp_overlap": float(np.asarray(base.tp_overlap)[0])}
     values.update(fixed or {})
     head = params[:2]
     axes = np.meshgrid(*(grid[p] for p in head), indexing="ij")

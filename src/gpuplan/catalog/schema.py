@@ -257,6 +257,8 @@ SCENARIO: dict[str, Field] = {
 
 # Rules between fields of one row (after each field is checked): table, test, what to fix.
 RULES: tuple[tuple[str, Callable[[dict[str, Any]], bool], str], ...] = (
+    ("accelerator", lambda r: bool(r["peak_tflops"]),
+     "peak_tflops needs at least one precision, e.g. { bf16 = ... }"),
     ("model", lambda r: r.get("dense_layers", 0) <= r["layers"],
      "dense_layers must be at most layers"),
     ("offer", lambda r: r["network_gbit_per_s"] > 0 or r.get("max_instances") == 1,
