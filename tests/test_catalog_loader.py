@@ -61,7 +61,8 @@ def test_overlay_changes_one_field_of_an_existing_offer(tmp_path):
     offer = next(iter(base.offers.values()))
     text = f'[[offer]]\nid = "{offer.id}"\nusd_per_hour = {{ "on-demand" = 1.5 }}\n'
     cat = load_catalog([write(tmp_path, text)])
-    assert cat.offer(offer.id).usd_per_hour == {"on-demand": 1.5}
+    # merged key by key: the other pricing modes are kept (issue #9)
+    assert cat.offer(offer.id).usd_per_hour == {**offer.usd_per_hour, "on-demand": 1.5}
     assert cat.offer(offer.id).count == offer.count  # the rest is kept
 
 
@@ -74,11 +75,13 @@ def test_env_var_overlay(tmp_path, monkeypatch):
     "edit, message",
     [
         (lambda t: t.replace('tdp_watts = 300\n', ''), "missing field 'tdp_watts'"),
-        (lambda t: t.replace("memory_gib = 48", "memory_gib = -48"), "finite number >= 0"),
-        (lambda t: t.replace("memory_gib = 48", "memory_gib = nan"), "finite number >= 0"),
+        (lambda t: t.replace("memory_gib = 48", "memory_gib = -48"), "finite number in (0, 1e+06]"),
+        (lambda t: t.replace("memory_gib = 48", "memory_gib = nan"), "finite number in (0, 1e+06]"),
         (lambda t: t.replace("memory_gib = 48", "memory_gb = 48"),
          "unknown field 'memory_gb'; did you mean 'memory_gib'"),
         (lambda t: t.replace("bf16 = 200", "bf16_sparse = 400"), "unknown key 'bf16_sparse'"),
+        (lambda t: t.replace("{ fp32 = 50, bf16 = 200 }", "{}"),
+         "peak_tflops needs at least one precision"),
         (lambda t: t.replace('as_of = "2026-11-30"', 'as_of = "last year"'),
          "as_of must be a date"),
         (lambda t: t.replace('source = "my own measurement"', 'source = ""'),

@@ -98,3 +98,36 @@ def test_usage_errors_are_one_line(run_cli):
 def test_bare_command_shows_help(run_cli):
     code, out, _ = run_cli()
     assert code == 0 and "plan" in out and "estimate" in out
+
+
+def test_catalog_gpus_text_golden(run_cli):
+    """Exact text of `gpuplan catalog gpus`; regenerate with GPUPLAN_REGEN_GOLDEN=1 after an
+    intended catalog change and review the diff."""
+    from conftest import golden
+
+    code, out, err = run_cli("catalog", "gpus")
+    assert code == 0 and err == ""
+    golden("catalog_gpus.txt", out)
+
+
+def test_show_a_site_value_by_its_underscored_name(run_cli):
+    for name in ("electricity_usd_per_kwh", "electricity-usd-per-kwh", "PUE"):
+        code, out, err = run_cli("catalog", "show", name, "--json")
+        assert code == 0, (name, err)
+        assert json.loads(out)["kind"] == "site"
+    code, out, _ = run_cli("catalog", "show", "electricity_usd_per_kwh")
+    assert out.startswith("site electricity_usd_per_kwh:") and "USD/kWh" in out
+
+
+def test_show_efficiency_and_scenario_rows(run_cli):
+    code, out, _ = run_cli("catalog", "show", "default", "--json")
+    rec = json.loads(out)
+    assert code == 0 and rec["kind"] == "efficiency" and rec["guess"] is True
+    code, out, _ = run_cli("catalog", "show", "gpt3-one-server", "--json")
+    assert code == 0 and json.loads(out)["kind"] == "scenarios"
+    assert json.loads(out)["overlay_values"] == {}
+
+
+def test_validate_counts_every_table(run_json):
+    counts = run_json("catalog", "validate")["counts"]
+    assert counts["efficiency"] >= 10 and counts["scenarios"] >= 4

@@ -181,6 +181,7 @@ SITE_RANGES = {
     "runtime_overhead_gib": (0.2, 8.0),
     "allocator_fragmentation_fraction": (0.0, 0.5),
     "reserved_reuse_utilization": (0.0, 1.0),
+    "utilization": (0.05, 1.0),
 }
 
 

@@ -38,7 +38,7 @@ def cat():
 GPT7B = ModelSpec(id="g", name="g", layers=32, hidden=4096, heads=32, kv_heads=32, ffn=16384,
                   vocab=50257)
 EFF = Efficiency(matmul_max=0.6, half_dim=200.0, fp8_ratio=0.75, memory_fraction=0.7,
-                 layer_overhead_s=5e-4)
+                 layer_overhead_s=5e-4, tp_overlap=0.15)
 HW = Hardware(memory_bytes=80e9, memory_bandwidth_bytes_per_s=3.35e12, peak_flops=989e12,
               scale_up_bytes_per_s=450e9, scale_up_latency_s=2e-6, scale_up_domain=8,
               scale_out_bytes_per_s=50e9, scale_out_latency_s=4e-6, gpus_per_node=8,

@@ -50,18 +50,19 @@ class Accelerator:
     memory_bandwidth_bytes_per_s: float
     # dense FLOP/s per precision (FP32 accumulate); an absent key = unsupported
     peak_flops: dict[str, float]
-    fp16_accumulate_flops: float | None  # GeForce/RTX headline rate with FP16 accumulate, if any
+    # GeForce/RTX headline rate with FP16 accumulate, if any
+    fp16_accumulate_flops: float | None = None
     scale_up_kind: str  # 'nvlink', 'infinity-fabric', 'pcie', 'hccs', 'ethernet'
     scale_up_fabric: str  # fabric id
     scale_up_bytes_per_s: float  # per GPU, both directions added (as vendors quote)
     host_interface: str  # fabric id, e.g. 'pcie5'
     tdp_watts: float
     launch_date: str
-    launch_price_usd: float | None
-    price_source: str
-    price_date: str
+    launch_price_usd: float | None = None
+    price_source: str = ""
+    price_date: str = ""
     software: str  # 'CUDA', 'ROCm', 'SynapseAI', 'CANN'
-    consumer: bool  # GeForce-class card (no data-center licence, no NVLink)
+    consumer: bool = False  # GeForce-class card (no data-center licence, no NVLink)
     # 'allowed', 'licensed' (licence required and being granted), 'license-required',
     # 'prohibited', 'china-only'
     export_cn: str
@@ -101,15 +102,15 @@ class System:
     accelerator: str
     gpus_per_node: int
     scale_up_domain: int  # GPUs that share the scale-up fabric (8 in a DGX, 72 in an NVL72)
-    scale_out_fabric: str  # fabric id ('' when the system is a single box)
-    nics_per_node: int
-    cpu: str
-    ram_bytes: float
-    storage_bytes: float
+    scale_out_fabric: str = ""  # fabric id ('' when the system is a single box)
+    nics_per_node: int = 0  # 0 = one NIC per GPU
+    cpu: str = ""
+    ram_bytes: float = 0.0
+    storage_bytes: float = 0.0
     max_power_watts: float
-    price_usd: float | None
-    price_source: str
-    price_date: str
+    price_usd: float | None = None
+    price_source: str = ""
+    price_date: str = ""
     source: str
     as_of: str
     aliases: tuple[str, ...] = ()
@@ -138,7 +139,7 @@ class Offer:
     region: str
     usd_per_hour: dict[str, float]  # pricing name -> USD per instance-hour
     network_bytes_per_s: float  # scale-out bandwidth per instance, per direction
-    max_instances: int  # how many a user can usually get (0 = unknown, no cap)
+    max_instances: int = 0  # how many a user can usually get (0 = unknown, no cap)
     source: str
     as_of: str
     capacity_block_usd_per_hour: float | None = None

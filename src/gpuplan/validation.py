@@ -260,10 +260,11 @@ def fit_family(cat: Catalog, family: str, params: tuple[str, ...], grid: dict[st
     if not runs:
         raise CatalogError(f"no fit runs for family '{family}' in {RUNS_FILE}")
     # Start from the same neutral point whatever the catalog holds (reproducible); only the
-    # unfitted memory_fraction comes from the family's catalog row.
+    # unfitted memory_fraction and tp_overlap come from the family's catalog row.
     base = efficiency_for(cat, [family])
     values: dict[str, Any] = {**FIT_START,
-                              "memory_fraction": float(np.asarray(base.memory_fraction)[0])}
+                              "memory_fraction": float(np.asarray(base.memory_fraction)[0]),
+                              "tp_overlap": float(np.asarray(base.tp_overlap)[0])}
     values.update(fixed or {})
     head = params[:2]
     axes = np.meshgrid(*(grid[p] for p in head), indexing="ij")
@@ -319,19 +320,23 @@ def calibrate(cat: Catalog, rows: list[dict[str, str]] | None = None
     return out
 
 
-# Families fitted on no runs of their own take another family's constants (efficiency.toml).
-INHERIT = {"h200": "h100", "b200": "gb200", "b300": "gb200", "gb300": "gb200"}
-
-
 def source_group(run_id: str) -> str:
     """The publication a run comes from: its id up to the first dash."""
     return run_id.split("-", 1)[0]
 
 
-def _as_overrides(fit: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+def _as_overrides(fit: dict[str, dict[str, Any]], parents: dict[str, str]
+                  ) -> dict[str, dict[str, float]]:
+    """Fitted constants per family; a family fitted on no runs of its own takes those of the
+    family it inherits from in efficiency.toml (`inherits`, followed up the chain)."""
     keys = set(CALIBRATION_GRID)
     out = {f: {k: v for k, v in d.items() if k in keys} for f, d in fit.items()}
-    out.update({child: out[parent] for child, parent in INHERIT.items() if parent in out})
+    for child in parents:
+        parent = parents[child]
+        while parent not in out and parent in parents:
+            parent = parents[parent]
+        if child not in out and parent in out:
+            out[child] = out[parent]
     return out
 
 
@@ -345,14 +350,15 @@ def cross_validate(cat: Catalog, rows: list[dict[str, str]] | None = None) -> li
     known = [r for r in rows if r.get("status", "known") == "known"]
     results: list[RunResult] = []
     full: dict[str, dict[str, float]] | None = None
+    parents = cat.efficiency_parents()
     for group in sorted({source_group(r["id"]) for r in known}):
         test = [r for r in known if source_group(r["id"]) == group]
         if any(r.get("fit") == "fit" for r in test):
             train = [{**r, "fit": "holdout"} if source_group(r["id"]) == group else r
                      for r in rows]
-            eff = _as_overrides(calibrate(cat, train))
+            eff = _as_overrides(calibrate(cat, train), parents)
         else:
-            full = full if full is not None else _as_overrides(calibrate(cat, rows))
+            full = full if full is not None else _as_overrides(calibrate(cat, rows), parents)
             eff = full
         results += validate_runs(cat, test, efficiency=eff, sample="out")
     return results

@@ -153,25 +153,42 @@ def _run_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_show(args: argparse.Namespace) -> int:
-    from ..report.fmt import dumps
-
-    cat = _load(args)
-    kind, obj = cat.find(args.id)
-    rec = gpu_record(obj) if kind == "accelerator" else (
-        offer_record(obj) if kind == "offer" else dataclasses.asdict(obj))
+def _show_record(cat: Any, kind: str, ident: str) -> dict[str, Any]:
+    obj = cat.tables()[kind][ident]
+    if kind in ("efficiency", "scenarios"):
+        rec = {"id": ident, **obj}
+    elif kind == "accelerator":
+        rec = gpu_record(obj)
+    elif kind == "offer":
+        rec = offer_record(obj)
+    else:
+        rec = dataclasses.asdict(obj)
     if kind == "model":
         rec["params"] = obj.total_params()
         rec["active_params"] = obj.active_params()
     rec["kind"] = kind
+    rec["overlay_values"] = cat.overlay_values(kind, ident)
+    return rec
+
+
+def _run_show(args: argparse.Namespace) -> int:
+    from ..report.fmt import dumps
+
+    cat = _load(args)
+    kind, ident = cat.locate(args.id)
+    rec = _show_record(cat, kind, ident)
     if args.json:
         print(dumps(rec))
         return 0
-    print(f"{kind} {rec.get('id') or rec.get('name')}: {rec.get('name', '')}")
+    print(f"{kind} {rec.get('id') or rec.get('name')}: {rec.get('name', rec.get('title', ''))}")
     for key, value in rec.items():
-        if key in ("id", "name", "kind"):
+        if key in ("id", "name", "kind", "overlay_values"):
             continue
         print(f"  {key:34} {_human(key, value)}")
+    if rec["overlay_values"]:
+        print("  values set by overlay files (field: file):")
+        for path, origin in rec["overlay_values"].items():
+            print(f"    {path:32} {origin}")
     return 0
 
 
@@ -206,7 +223,9 @@ def _run_validate(args: argparse.Namespace) -> int:
     cat = validate_file(args.file) if args.file else load_catalog(args.catalog)
     counts = {"accelerators": len(cat.accelerators), "systems": len(cat.systems),
               "pods": len(cat.pods), "fabrics": len(cat.fabrics), "offers": len(cat.offers),
-              "models": len(cat.models), "site": len(cat.site)}
+              "models": len(cat.models), "site": len(cat.site),
+              "efficiency": len(cat.table("efficiency")),
+              "scenarios": len(cat.table("scenarios"))}
     if args.json:
         print(dumps({"valid": True, "file": args.file, "counts": counts}))
     else:

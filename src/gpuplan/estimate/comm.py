@@ -23,12 +23,8 @@ from typing import Any
 import numpy as np
 
 # --- overlap of communication with compute (fraction hidden) ----------------------------------
-# Tensor-parallel collectives sit on the critical path unless the framework splits GEMMs to
-# overlap them (Megatron-LM/Transformer Engine --tp-comm-overlap; Wang et al. 2023, "Overlap
-# Communication with Dependent Computation via Decomposition", ASPLOS). Calibrated constant:
-# of {0, 0.15, 0.3, 0.45}, 0.15 gives the lowest pooled RMS log error on the fit runs
-# (docs/calibration.md); "TP mostly not" overlapped.
-TP_OVERLAP = 0.15
+# Tensor-parallel collectives: the share hidden is a calibrated catalog value
+# (efficiency.toml `tp_overlap`, read through `Efficiency.tp_overlap`).
 # DP gradient reduction is bucketed and overlapped with the backward pass (Li et al. 2020,
 # PyTorch DDP, arXiv 2006.15704, section 3.2.3); the share of the last micro-batch's compute
 # that can hide it is an assumed constant (0.8 and 1.0 change the fit by < 0.3 points).

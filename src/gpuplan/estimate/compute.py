@@ -138,6 +138,8 @@ class Efficiency:
       peak (Dao 2023, arXiv 2307.08691) but about 35% of H100 peak (Shah et al. 2024,
       FlashAttention-3, arXiv 2407.08608), so the ratio differs by family. Attention runs in
       16 bits in FP8 recipes (Transformer Engine keeps it in BF16), so it gets no FP8 speed-up.
+    tp_overlap: share of the step's compute that can hide tensor-parallel collectives
+      (catalog: efficiency.toml tp_overlap; 0 = none hidden).
     guess: True where the family had no calibration data (the default row is a guess).
     """
 
@@ -147,6 +149,7 @@ class Efficiency:
     memory_fraction: Any
     layer_overhead_s: Any = 0.0
     attention_ratio: Any = 1.0
+    tp_overlap: Any = 0.0
     guess: Any = False
 
 

@@ -210,7 +210,7 @@ def _optimizer_params(model: ModelSpec, c: _Ctx) -> Any:
     return np.maximum(*(sharded_params(P, c.dp, c.cp, c.ep, c.zero >= 1) for P in (first, last)))
 
 
-def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any
+def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any, tp_overlap: Any
                          ) -> dict[str, tuple[Any, Any]]:
     """TP, CP, EP and PP communication per step (Megatron-LM rank order), each as
     (total seconds, seconds of it that compute could hide)."""
@@ -238,7 +238,7 @@ def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any
     bw, a = c.link(c.tp * c.cp * c.dp * c.pp)  # scale-out once the job leaves one domain
     pp = comm.pp_comm_s(act_layer / c.tp, c.pp, c.vpp, c.m, bw, a)  # scatter-gather (Megatron)
     pp_overlap = np.where(c.vpp > 1, comm.PP_OVERLAP_INTERLEAVED, comm.PP_OVERLAP_1F1B)
-    return {"tp_comm_s": (tp, comm.TP_OVERLAP * compute_s),
+    return {"tp_comm_s": (tp, np.asarray(tp_overlap) * compute_s),
             "cp_comm_s": (cp, comm.CP_OVERLAP * compute_s * fl.attention / fl.model),
             "ep_comm_s": (ep, comm.EP_OVERLAP * compute_s),
             "pp_comm_s": (pp, pp_overlap * compute_s)}
@@ -261,7 +261,7 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency) -
     c = _context(layout, hw)
     cp_ = _compute_parts(model, c, hw, eff, layout.optimizer)
     compute_s, memory_s, overhead_s = cp_["compute_s"], cp_["memory_s"], cp_["overhead_s"]
-    comms = {**_model_parallel_comm(model, c, compute_s),
+    comms = {**_model_parallel_comm(model, c, compute_s, eff.tp_overlap),
              **_data_parallel_comm(c, cp_["params"], compute_s)}
     exposed = dict(zip(comms, comm.shared_overlap([t for t, _ in comms.values()],
                                                   [h for _, h in comms.values()], compute_s),

@@ -53,11 +53,6 @@ class Site:
         return self.gpu_load_factor if self.host_load_factor is None else self.host_load_factor
 
 
-# The share of an owned cluster's hours doing useful work when neither a flag, a scenario nor
-# the catalog's site table (row `utilization`) gives one: gpuplan's stated assumption.
-DEFAULT_UTILIZATION = 0.7
-
-
 def site_from_catalog(cat: Catalog, **overrides: float | None) -> Site:
     """Catalog site defaults with the non-None overrides applied."""
     v = cat.site_value
@@ -69,8 +64,7 @@ def site_from_catalog(cat: Catalog, **overrides: float | None) -> Site:
         "restart_s": v("restart_s"),
         "spot_interruptions_per_hour": v("spot_interruptions_per_hour"),
         "reuse_utilization": v("reserved_reuse_utilization"),
-        "utilization": (v("utilization") if "utilization" in cat.site
-                        else DEFAULT_UTILIZATION),
+        "utilization": v("utilization"),
         "years": v("depreciation_years"),
         "electricity_usd_per_kwh": v("electricity_usd_per_kwh"),
         "pue": v("pue"),

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..catalog import Catalog
-from ..errors import CatalogError, ConfigError
+from ..errors import ConfigError
 from ..estimate.compute import Efficiency
 from ..spec import PRECISIONS, Accelerator, Hardware, Offer, System
 from .platforms import DEFAULT_LATENCY_S, Platform, default_system, platform_of
@@ -125,23 +125,18 @@ def hardware_for(cat: Catalog, accelerator: Accelerator | str, *, precision: str
 
 # --- efficiency by family ----------------------------------------------------------------------
 
-EFFICIENCY_KEYS = ("matmul_max", "half_dim", "fp8_ratio", "memory_fraction")
-# Optional keys in the file (unit in the name) -> Efficiency field and factor.
-EFFICIENCY_OPTIONAL = {"layer_overhead_us": ("layer_overhead_s", 1e-6),
-                       "attention_ratio": ("attention_ratio", 1.0)}
-_OPTIONAL_DEFAULT = {"layer_overhead_us": 0.0, "attention_ratio": 1.0}
+# [efficiency.FAMILY] field (unit in the name) -> Efficiency field and factor to code units.
+# The catalog has validated every row against its schema and resolved `inherits`.
+EFFICIENCY_FIELDS = {"matmul_max": ("matmul_max", 1.0), "half_dim": ("half_dim", 1.0),
+                     "fp8_ratio": ("fp8_ratio", 1.0), "memory_fraction": ("memory_fraction", 1.0),
+                     "layer_overhead_us": ("layer_overhead_s", 1e-6),
+                     "attention_ratio": ("attention_ratio", 1.0),
+                     "tp_overlap": ("tp_overlap", 1.0)}
 
 
 def efficiency_rows(cat: Catalog) -> dict[str, dict[str, Any]]:
-    """The [efficiency.FAMILY] tables of the catalog (must include 'default')."""
-    try:
-        table = cat.table("efficiency")
-    except CatalogError:  # a catalog without the table is a packaging error
-        raise ConfigError("the catalog has no [efficiency.*] tables (data/efficiency.toml); "
-                          "reinstall gpuplan or add them in an overlay") from None
-    if "default" not in table:
-        raise ConfigError("data/efficiency.toml lacks [efficiency.default]; add it")
-    return table
+    """The [efficiency.FAMILY] rows of the catalog, inheritance resolved (file units)."""
+    return cat.table("efficiency")
 
 
 def efficiency_for(cat: Catalog, families: Any) -> Efficiency:
@@ -150,15 +145,8 @@ def efficiency_for(cat: Catalog, families: Any) -> Efficiency:
     table = efficiency_rows(cat)
     fams = np.atleast_1d(np.asarray(families, dtype=object))
     rows = [table.get(str(f), table["default"]) for f in fams.ravel()]
-    try:
-        out = {k: np.array([float(r[k]) for r in rows]).reshape(fams.shape)
-               for k in EFFICIENCY_KEYS}
-    except KeyError as err:
-        raise ConfigError(f"an [efficiency.*] table lacks {err}; every family needs "
-                          f"{', '.join(EFFICIENCY_KEYS)}") from None
-    for key, (name, factor) in EFFICIENCY_OPTIONAL.items():
-        out[name] = np.array([float(r.get(key, _OPTIONAL_DEFAULT[key])) * factor
-                              for r in rows]).reshape(fams.shape)
-    guess = np.array([bool(r.get("guess", False)) or str(f) not in table
+    out = {name: np.array([float(r[key]) * factor for r in rows]).reshape(fams.shape)
+           for key, (name, factor) in EFFICIENCY_FIELDS.items()}
+    guess = np.array([bool(r["guess"]) or str(f) not in table
                       for f, r in zip(fams.ravel(), rows, strict=True)]).reshape(fams.shape)
     return Efficiency(**out, guess=guess)
