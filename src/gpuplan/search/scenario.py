@@ -22,6 +22,7 @@ from ..workload import default_global_batch, default_seq_len
 from .evaluate import Site
 from .plan import Request, at_size
 from .platforms import Platform, system_platform
+from .results import SizeResult
 
 R_NO_PRICE = "no_price_system"  # a reason code (report/reasons.py)
 # Scenario keys that are site values (owning): they apply unless a flag overrides them.
@@ -29,36 +30,13 @@ SITE_KEYS = ("years", "utilization")
 
 
 @dataclass(frozen=True, kw_only=True)
-class Pick:
+class Pick(SizeResult):
     """A fixed piece of hardware (a system x nodes owned, or a cloud offer) running the
-    scenario's training job: the fastest layout, its days and cost; or why it cannot."""
+    scenario's training job: the fastest layout, its days and cost (the fields of
+    `SizeResult`); or why it cannot (`reason`, a code of search.feasibility)."""
 
     system: str | None  # the system id (owned) or None (a cloud offer)
     offer: str | None = None
-    gpus: int
-    feasible: bool
-    reason: str | None = None  # a reason code of search.feasibility (e.g. 'out_of_memory')
-    gpu: str | None = None
-    platform: str | None = None
-    pricing: str | None = None
-    time_to_train_days: float | None = None
-    useful_days: float | None = None
-    cost_usd: float | None = None
-    goodput: float | None = None
-    gpu_hours: float | None = None
-    energy_kwh: float | None = None
-    co2e_kg: float | None = None
-    tokens_per_s: float | None = None
-    mfu: float | None = None
-    tp: int | None = None
-    pp: int | None = None
-    dp: int | None = None
-    zero: int | None = None
-    micro_batch: int | None = None
-    precision: str | None = None
-    recompute: str | None = None
-    memory_gib_per_gpu: float | None = None
-    cash_up_front_usd: float | None = None
     meets_deadline: bool | None = None
     meets_budget: bool | None = None
 
