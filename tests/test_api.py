@@ -1,5 +1,5 @@
-"""The public Python API: `gpuplan.estimate` / `gpuplan.plan` return typed, frozen results that
-agree with the CLI's JSON; `import gpuplan` stays light (#9)."""
+"""The public Python API: `gpuplan.estimate` / `gpuplan.plan` / `gpuplan.tco` return typed, frozen
+results that agree with the CLI's JSON; `import gpuplan` stays light (#9)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import gpuplan
 from gpuplan.errors import ConfigError, GpuplanError
 from gpuplan.report import estimate as estimate_report
 from gpuplan.report import plan as plan_report
+from gpuplan.report import tco as tco_report
+from gpuplan.search.ownership import TcoResult
 from gpuplan.search.results import Estimate, PlanResult, PlanRow
 
 ESTIMATE = dict(model="llama2-70b", gpu="a100-80gb", gpus=64, tp=8, pp=2, zero=1, seq_len=4096,
@@ -23,7 +25,7 @@ ESTIMATE = dict(model="llama2-70b", gpu="a100-80gb", gpus=64, tp=8, pp=2, zero=1
 def test_import_is_light():
     """`import gpuplan` loads neither numpy nor the API; the first attribute use loads them."""
     code = ("import sys, gpuplan; a = [m in sys.modules for m in ('numpy', 'gpuplan.api')]; "
-            "gpuplan.plan; print(*a, 'gpuplan.api' in sys.modules)")
+            "gpuplan.tco; print(*a, 'gpuplan.api' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["False", "False", "True"]
@@ -47,6 +49,27 @@ def test_estimate_is_typed_frozen_and_matches_the_cli(run_json):
                    "--tokens", "2T", "--usd-per-gpu-hour", "2.0")
     assert estimate_report.to_json(e) == cli
     assert e.layout.tp == 8 and e.memory_gib.total == cli["memory_gib"]["total"]
+
+
+def test_tco_is_typed_frozen_and_matches_the_cli(run_json):
+    t = gpuplan.tco(system="dgx-h100", nodes=4, years=4, utilization=0.7, compare_cloud=True)
+    assert isinstance(t, TcoResult) and t.own.gpus == 32 and t.cloud and t.break_even
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        t.nodes = 8  # type: ignore[misc]
+    cli = run_json("tco", "--system", "dgx-h100", "--nodes", "4", "--years", "4",
+                   "--utilization", "0.7", "--compare-cloud")
+    assert tco_report.to_json(t) == cli
+
+
+def test_tco_site_flags_use_the_cli_names(run_json):
+    """`spot_interruptions` is `--spot-interruptions`; a pricing mode may be one string."""
+    t = gpuplan.tco(system="dgx-h100", electricity=0.2, spot_interruptions=0.01,
+                    compare_cloud=True, pricing="spot", cloud="aws")
+    cli = run_json("tco", "--system", "dgx-h100", "--electricity", "0.2",
+                   "--spot-interruptions", "0.01", "--compare-cloud", "--pricing", "spot",
+                   "--cloud", "aws")
+    assert tco_report.to_json(t) == cli
+    assert {r.pricing for r in t.cloud} == {"spot"}
 
 
 def test_tokens_as_number_or_text_agree():
@@ -78,6 +101,9 @@ def test_a_gpu_given_as_one_string_is_a_filter_of_one():
     (lambda: gpuplan.plan(model="llama3-8b", tokens="1T", deadline_days=float("inf")),
      "--deadline-days must be in the future (> 0) and finite, got inf"),
     (lambda: gpuplan.estimate(gpu="h100", model="llama3-8b", tokens=""), "cannot read --tokens"),
+    (lambda: gpuplan.tco(system="dgx-h100", utilisation=0.5), "did you mean 'utilization'"),
+    (lambda: gpuplan.tco(system="dgx-h100", electricty=0.1), "did you mean 'electricity'"),
+    (lambda: gpuplan.tco(system="dgx-h100", years=0), "--years must be more than 0"),
 ])
 def test_bad_arguments_raise_one_line_errors(call, message):
     with pytest.raises(GpuplanError) as err:

@@ -3,8 +3,9 @@
     import gpuplan
     gpuplan.estimate(model="llama3-8b", gpu="h100-sxm", gpus=8, tokens="1T")
     gpuplan.plan(model="llama3-70b", tokens="15T", deadline_days=90)
+    gpuplan.tco(system="dgx-h100", nodes=4, years=4, utilization=0.7, compare_cloud=True)
 
-`estimate` and `plan` are loaded on first use (numpy is not imported by `import gpuplan`).
+`estimate`, `plan` and `tco` are loaded on first use (numpy is not imported by `import gpuplan`).
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "estimate", "plan"]
+__all__ = ["__version__", "estimate", "plan", "tco"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("estimate", "plan"):
+    if name in ("estimate", "plan", "tco"):
         from . import api
 
         return getattr(api, name)

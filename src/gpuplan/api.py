@@ -1,14 +1,16 @@
-"""The public Python API: `gpuplan.estimate(...)` and `gpuplan.plan(...)` (L5).
+"""The public Python API: `gpuplan.estimate(...)`, `gpuplan.plan(...)`, `gpuplan.tco(...)` (L5).
 
 Each takes the names of its command's flags (``--micro-batch`` is ``micro_batch``, a repeatable
 flag takes a list) and returns the typed, frozen result of the library (`search.results`);
-`gpuplan.report.estimate` / `gpuplan.report.plan` turn it into text (`render_text`) or JSON
-(`to_json`). The CLI is a thin layer over these functions::
+`gpuplan.report.estimate` / `gpuplan.report.plan` / `gpuplan.report.tco` turn it into text
+(`render_text`) or JSON (`to_json`). The CLI is a thin layer over these functions::
 
     import gpuplan
     e = gpuplan.estimate(model="llama3-8b", gpu="h100-sxm", gpus=8, tp=2, tokens="1T")
     p = gpuplan.plan(model="llama3-70b", tokens="15T", deadline_days=90)
     p.plans[0].gpu, p.plans[0].time_to_train_days
+    t = gpuplan.tco(system="dgx-h100", nodes=4, years=4, utilization=0.7, compare_cloud=True)
+    t.own.usd_per_gpu_hour, t.break_even[0].utilization
 
 Bad input raises a `gpuplan.errors.GpuplanError` subclass whose message is one line.
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .catalog import Catalog, load_catalog
 from .errors import ConfigError
@@ -27,7 +29,10 @@ from .spec import ModelSpec
 from .units import parse_count
 from .workload import default_global_batch, default_seq_len
 
-__all__ = ["estimate", "plan"]
+if TYPE_CHECKING:
+    from .search.ownership import TcoResult
+
+__all__ = ["estimate", "plan", "tco"]
 
 SITE_FLAGS = {"utilization": "utilization", "years": "years",
               "electricity": "electricity_usd_per_kwh", "pue": "pue",
@@ -231,3 +236,42 @@ def plan(*, model: str | ModelSpec | None = None, tokens: str | float | None = N
         result = dataclasses.replace(result, scenario=(("name", scen["id"]), *scen.items()),
                                      scenario_pick=scn.pick(cat, req, scen))
     return dataclasses.replace(result, elapsed_s=time.perf_counter() - t0)
+
+
+# --- tco -------------------------------------------------------------------------------------
+
+# the site flags of `gpuplan tco` (Python name of the flag -> search.ownership input name)
+TCO_SITE_FLAGS = {"years": "years", "electricity": "electricity", "pue": "pue",
+                  "colocation": "colocation", "maintenance": "maintenance", "network": "network",
+                  "storage": "storage", "install": "install", "staff": "staff",
+                  "residual": "residual", "load_factor": "load_factor", "reuse": "reuse",
+                  "grid": "grid", "spot_interruptions": "spot_rate"}
+
+
+def tco(*, system: str | None = None, nodes: float | None = None,
+        utilization: float | None = None, price: float | None = None,
+        host_load_factor: float | None = None, compare_cloud: bool = False,
+        pricing: str | Sequence[str] | None = None, cloud: str | None = None,
+        model: str | None = None, scenario: str | None = None,
+        catalog: Catalog | str | Sequence[str] | None = None,
+        **flags: float | None) -> TcoResult:
+    """Total cost of owning `nodes` x `system` (or a pod) over `years`, and with `compare_cloud`
+    the same GPUs rented in every pricing mode (`gpuplan tco`). `flags`: the site flags (years,
+    electricity, pue, colocation, maintenance, network, storage, install, staff, residual,
+    load_factor, reuse, grid, spot_interruptions); each defaults to the catalog's site table."""
+    from .search import ownership
+
+    unknown = sorted(set(flags) - set(TCO_SITE_FLAGS))
+    if unknown:
+        from .errors import suggest
+
+        hint = suggest(unknown[0], [*TCO_SITE_FLAGS, "system", "nodes", "utilization", "price",
+                                    "host_load_factor", "compare_cloud", "pricing", "cloud",
+                                    "model", "scenario", "catalog"])
+        raise ConfigError(f"unknown argument '{unknown[0]}'"
+                          + (f"; did you mean '{hint[0]}'?" if hint else ""))
+    return ownership.tco(system=system, nodes=nodes, utilization=utilization, price=price,
+                         host_load_factor=host_load_factor, compare_cloud=compare_cloud,
+                         pricing=tuple(_as_list(pricing)), cloud=cloud, model=model,
+                         scenario=scenario, cat=_catalog(catalog),
+                         **{TCO_SITE_FLAGS[k]: v for k, v in flags.items()})
