@@ -94,10 +94,15 @@ def test_savings_plan_1y_plan_answers_for_aws_p4d_and_p5(run_json):
     assert any(o.startswith("aws-p5.") for o in offers)
 
 
-@pytest.mark.xfail(strict=True, reason="MISSED TARGET (issue 14): a single box with no scale-out "
-                   "NIC (nics_per_node = 0) still gets the site's network_usd_per_gpu in its TCO; "
-                   "the fix belongs in cli/tco_cmd.py own_cost and search/single.py (see report)")
 def test_single_box_tco_has_no_scale_out_network_unless_asked(run_json):
-    rec = run_json("tco", "--system", "dgx-station-a100", "--price", "65000", "--utilization",
-                   "0.7", "--years", "4")
+    """The DGX Station (nics_per_node = 0, no scale-out fabric, a workstation): no network and no
+    colocation in its TCO; --network and --colocation add them (search/evaluate.owned_site)."""
+    argv = ("tco", "--system", "dgx-station-a100", "--price", "65000", "--utilization", "0.7",
+            "--years", "4")
+    rec = run_json(*argv)
     assert rec["capex_usd_lines"]["network"] == 0.0
+    assert rec["opex_usd_per_year"]["colocation"] == 0.0
+    assert rec["assumptions"]["network"]["from"].startswith("single box: no scale-out NIC")
+    asked = run_json(*argv, "--network", "2500", "--colocation", "150")
+    assert asked["capex_usd_lines"]["network"] == 4 * 2500.0
+    assert asked["opex_usd_per_year"]["colocation"] > 0

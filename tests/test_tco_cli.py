@@ -46,6 +46,15 @@ latency_us = 1.0
 source = "test"
 as_of = "2026-01-01"
 
+[[fabric]]
+id = "t-net"
+name = "test scale-out network"
+kind = "scale-out"
+gb_per_s_per_direction = 50.0
+latency_us = 5.0
+source = "test"
+as_of = "2026-01-01"
+
 [[accelerator]]
 id = "tgpu"
 name = "Test GPU"
@@ -76,6 +85,8 @@ kind = "server"
 accelerator = "tgpu"
 gpus_per_node = 4
 scale_up_domain = 4
+scale_out_fabric = "t-net"
+nics_per_node = 4
 max_power_watts = 3000.0
 price_usd = 100000.0
 source = "test"
@@ -88,7 +99,34 @@ kind = "server"
 accelerator = "tgpu"
 gpus_per_node = 4
 scale_up_domain = 4
+scale_out_fabric = "t-net"
+nics_per_node = 4
 max_power_watts = 3000.0
+source = "test"
+as_of = "2026-01-01"
+
+[[system]]
+id = "tstation"
+name = "Test Station (one box, no scale-out NIC)"
+kind = "workstation"
+accelerator = "tgpu"
+gpus_per_node = 4
+scale_up_domain = 4
+nics_per_node = 0
+max_power_watts = 3000.0
+price_usd = 100000.0
+source = "test"
+as_of = "2026-01-01"
+
+[[system]]
+id = "tbox-single"
+name = "Test Box in a rack, not networked"
+kind = "server"
+accelerator = "tgpu"
+gpus_per_node = 4
+scale_up_domain = 4
+max_power_watts = 3000.0
+price_usd = 100000.0
 source = "test"
 as_of = "2026-01-01"
 
@@ -137,13 +175,13 @@ def tco(run_cli, overlay, *argv):
     return json.loads(out)
 
 
-def hand_own(nodes=2, util=0.5, pue=1.5, kwh=0.10, years=2.0):
+def hand_own(nodes=2, util=0.5, pue=1.5, kwh=0.10, years=2.0, network=1000, colocation=100):
     """The test_cost hand computation, for the overlay's box (host load = GPU load = 0.8)."""
     gpus = 4 * nodes
-    servers, network, storage = nodes * 100_000, gpus * 1000, gpus * 500
+    servers, network, storage = nodes * 100_000, gpus * network, gpus * 500
     capex = (servers + network + storage) * 1.10
     it_w = gpus * 500 * 0.8 + nodes * (3000 - 4 * 500) * 0.8
-    opex = {"power": it_w / 1000 * H_YEAR * pue * kwh, "colocation": nodes * 3.0 * 100 * 12,
+    opex = {"power": it_w / 1000 * H_YEAR * pue * kwh, "colocation": nodes * 3.0 * colocation * 12,
             "maintenance": 0.05 * capex, "staff": gpus * 2000}
     total = capex + years * sum(opex.values()) - 0.20 * servers
     return {"capex": capex, "opex": opex, "total": total, "gpus": gpus,
@@ -243,6 +281,43 @@ def test_spot_with_model_applies_goodput(run_cli, overlay):
     g = (1 - lam * 600 - root) / (1 + root)
     assert row["goodput"] == pytest.approx(g, rel=REL)
     assert row["usd_per_gpu_hour"] == pytest.approx(2.0 / g, rel=REL)
+
+
+@pytest.mark.parametrize("system, network, colocation", [
+    ("tstation", 0, 0),  # a workstation: one box, in an office
+    ("tbox-single", 0, 100),  # one box in a colocated rack: colocation, but no network
+    ("tbox", 1000, 100),  # a networked server: both
+])
+def test_single_box_buys_no_network_and_a_workstation_no_colocation(run_cli, overlay, system,
+                                                                    network, colocation):
+    """Issue 14: a system with no scale-out NIC and no scale-out fabric is one box; its TCO has
+    no scale-out network, and a workstation no colocation, unless the user asks for them."""
+    r = tco(run_cli, overlay, "--system", system, "--nodes", "1", "--utilization", "0.5")
+    h = hand_own(nodes=1, network=network, colocation=colocation)
+    assert r["capex_usd_lines"]["network"] == 4 * network
+    assert r["opex_usd_per_year"]["colocation"] == pytest.approx(h["opex"]["colocation"], rel=REL)
+    assert r["usd_per_gpu_hour"] == pytest.approx(h["per_used"], rel=REL)
+    a = r["assumptions"]
+    assert a["network"]["value"] == network and a["colocation"]["value"] == colocation
+    assert a["network"]["from"].startswith("single box" if network == 0 else "site ")
+    assert a["colocation"]["from"].startswith("workstation" if colocation == 0 else "site ")
+
+
+def test_a_single_box_charges_network_and_colocation_when_asked(run_cli, overlay):
+    r = tco(run_cli, overlay, "--system", "tstation", "--nodes", "1", "--utilization", "0.5",
+            "--network", "1000", "--colocation", "100")
+    assert r["usd_per_gpu_hour"] == pytest.approx(hand_own(nodes=1)["per_used"], rel=REL)
+    assert r["assumptions"]["network"] == {"value": 1000, "from": "flag"}
+    assert r["assumptions"]["colocation"] == {"value": 100, "from": "flag"}
+
+
+def test_estimate_own_prices_a_single_box_like_tco(run_cli, run_json, overlay):
+    """One owned-cost path: `estimate --pricing own` charges the station what `tco` does."""
+    t = tco(run_cli, overlay, "--system", "tstation", "--nodes", "1", "--utilization", "0.5")
+    e = run_json("estimate", "--model", "llama2-7b", "--gpu", "tgpu", "--gpus", "4",
+                 "--system", "tstation", "--pricing", "own", "--tokens", "1B",
+                 "--utilization", "0.5", "--catalog", overlay)
+    assert e["usd_per_gpu_hour"] == pytest.approx(t["usd_per_gpu_hour"], rel=REL)
 
 
 def test_text_output_is_a_readable_table(run_cli, overlay):

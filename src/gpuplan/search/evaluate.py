@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -46,6 +46,7 @@ class Site:
     staff_usd_per_gpu_year: float
     residual_value_fraction: float
     host_load_factor: float | None = None  # None: the GPU load factor
+    given: frozenset[str] = frozenset()  # fields the user set (a flag or a scenario)
 
     @property
     def host_load(self) -> float:
@@ -78,20 +79,41 @@ def site_from_catalog(cat: Catalog, **overrides: float | None) -> Site:
         "staff_usd_per_gpu_year": v("staff_usd_per_gpu_year"),
         "residual_value_fraction": v("residual_value_fraction"),
     }
-    values.update({k: float(x) + 0.0 for k, x in overrides.items() if x is not None})
+    given = {k: float(x) + 0.0 for k, x in overrides.items() if x is not None}
+    values.update(given)
     if not values["utilization"] > 0:
         raise ConfigError(f"--utilization must be more than 0, got {values['utilization']:g}: "
                           "an owned cluster that does no useful work has no cost per GPU-hour; "
                           "give the share of hours it trains, e.g. 0.7")
-    return Site(**values)
+    return Site(**values, given=frozenset(given))
+
+
+def single_box(system: System) -> bool:
+    """A system with no scale-out NIC and no scale-out fabric (a DGX Station): it is not cabled
+    to other nodes, so owning it buys no scale-out network. Both are checked because a row
+    that names a fabric but omits nics_per_node means one NIC per GPU (platforms.py)."""
+    return system.nics_per_node == 0 and not system.scale_out_fabric
+
+
+def owned_site(system: System, site: Site) -> Site:
+    """The site as it applies to owning `system`: a single box buys no scale-out network, and a
+    workstation (it sits in an office) pays no colocation, unless the user gave those values."""
+    changes: dict[str, float] = {}
+    if single_box(system) and "network_usd_per_gpu" not in site.given:
+        changes["network_usd_per_gpu"] = 0.0
+    if system.kind == "workstation" and "colocation_usd_per_kw_month" not in site.given:
+        changes["colocation_usd_per_kw_month"] = 0.0
+    return replace(site, **changes) if changes else site
 
 
 def own_cost(system: System, accelerator: Accelerator, site: Site, nodes: Any) -> Any:
     """cost.OwnCost of `nodes` priced systems over the site's years (the one owned-cost path:
-    the plan's owned rate, `estimate --pricing own` and `gpuplan tco` all come here)."""
+    the plan's owned rate, `estimate --pricing own` and `gpuplan tco` all come here), on the
+    site as it applies to the system (owned_site)."""
     if not system.price_usd:
         raise ConfigError(f"system '{system.id}' has no price in the catalog; give its price "
                           "(tco --price USD, or price_usd in a --catalog overlay)")
+    site = owned_site(system, site)
     return costm.own_tco(
         nodes=nodes, gpus_per_node=system.gpus_per_node, system_price_usd=system.price_usd,
         system_max_power_watts=system.max_power_watts, gpu_tdp_watts=accelerator.tdp_watts,

@@ -18,7 +18,7 @@ from ..catalog import Catalog, load_catalog
 from ..errors import ConfigError, UnknownIdError
 from ..spec import Accelerator, Pod, System
 from . import scenario as scn
-from .evaluate import Site, own_cost, site_from_catalog
+from .evaluate import Site, own_cost, owned_site, site_from_catalog
 from .plan import MAX_GPUS_CAP
 from .rent import BreakEven, CloudRow, break_even_by_mode, cloud_rows
 from .scenario import Pick
@@ -45,6 +45,12 @@ FRACTIONS = {"utilization", "maintenance", "install", "residual", "load_factor",
 FLAG_NAMES = {"spot_rate": "spot-interruptions"}
 MAX_VALUE = 1e12  # any money or rate input above this is a typo, not a price
 MAX_YEARS = 100.0
+# why an owned system is not charged a site value (evaluate.owned_site): input -> origin
+NOT_CHARGED = {
+    ("network", "network_usd_per_gpu"): "single box: no scale-out NIC; --network adds one",
+    ("colocation", "colocation_usd_per_kw_month"):
+        "workstation: sits in an office, no colocation; --colocation adds it",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -212,12 +218,24 @@ def _price_hint(cat: Catalog, system_id: str) -> str:
     return ""
 
 
-def _site(cat: Catalog, values: dict[str, float]) -> Site:
-    over: dict[str, float | None] = {field: values[name]
-                                     for name, (_, field) in SITE_INPUTS.items()}
+def _site(cat: Catalog, values: dict[str, float], origins: dict[str, str]) -> Site:
+    """The site with what the user gave (a flag or the scenario) recorded as given; the
+    catalog's defaults come from site_from_catalog itself."""
+    over: dict[str, float | None] = {
+        field: None if origins[name].startswith("site ") else values[name]
+        for name, (_, field) in SITE_INPUTS.items()}
     over["utilization"] = values["utilization"]
     over["host_load_factor"] = values.get("host_load_factor")
     return site_from_catalog(cat, **over)
+
+
+def _not_charged(system: System, site: Site, values: dict[str, float],
+                 origins: dict[str, str]) -> None:
+    """Record the site values owning this system does not charge (evaluate.owned_site)."""
+    owned = owned_site(system, site)
+    for (name, field), why in NOT_CHARGED.items():
+        if getattr(owned, field) != getattr(site, field):
+            values[name], origins[name] = getattr(owned, field), why
 
 
 # --- the owned cluster -------------------------------------------------------------------------
@@ -321,7 +339,8 @@ def tco(*, system: str | None = None, nodes: float | None = None,
     if "price" in values:
         origins.setdefault("price", f"scenario {sc.get('id')}")
     acc = cat.accelerator(sys_.accelerator)
-    st = _site(cat, values)
+    st = _site(cat, values, origins)
+    _not_charged(sys_, st, values, origins)
     own = own_record(sys_, acc, st, n)
     rows: tuple[CloudRow, ...] = ()
     best: tuple[BreakEven, ...] = ()
