@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
+from gpuplan.errors import ConfigError
 from gpuplan.estimate.memory import (
     adafactor_state_per_param,
     inflight_microbatches,
@@ -99,6 +102,50 @@ def test_gqa_swiglu_and_fp32_terms():
 
 
 # --- ZeRO (Rajbhandari et al. 2019, arXiv 1910.02054) -----------------------------------------
+def test_squared_relu_saves_two_ffn_tensors_as_gelu_does():
+    """relu2 (Nemotron-4): the relu output (shared by relu's and the square's backward) and the
+    fc2 input, 2*ffn per token, as for GELU (measured on an H200: see MLP_SAVED_FFN). Checked
+    against the per-layer sum written out independently: norms/QKV/MLP inputs 4h, Q and the
+    out-projection input 2q, compact K and V 2kv, the MLP 2*ffn, fp32 flash statistics 4a."""
+    s, b, h, a, kv, ffn = 1024, 2, 1024, 16, 4, 3000
+    relu2 = gpt(hidden=h, heads=a, kv_heads=kv, ffn=ffn, mlp="relu2")
+    gelu = gpt(hidden=h, heads=a, kv_heads=kv, ffn=ffn, mlp="gelu")
+    kw = dict(seq_len=s, micro_batch=b, flash=True, precision=BF16, dropout=False)
+    got = float(layer_activation_bytes(relu2, **kw))
+    d = h // a
+    assert got == pytest.approx(2 * s * b * (4 * h + 2 * h + 2 * kv * d + 2 * ffn)
+                                + 4 * a * s * b, rel=1e-12)
+    assert got == float(layer_activation_bytes(gelu, **kw))
+    swiglu = gpt(hidden=h, heads=a, kv_heads=kv, ffn=ffn, mlp="swiglu")
+    assert float(layer_activation_bytes(swiglu, **kw)) - got == pytest.approx(2 * s * b * 2 * ffn,
+                                                                              rel=1e-12)
+    assert relu2.total_params() == gelu.total_params()  # 2 matrices: same weights and FLOPs
+
+
+def test_mlp_type_is_checked_and_read_from_config_json(tmp_path):
+    with pytest.raises(ConfigError, match="mlp must be one of 'gelu', 'relu2', 'swiglu'"):
+        gpt(mlp="relu")
+    from gpuplan.workload import model_from_hf_config
+
+    cfg = {"num_hidden_layers": 32, "hidden_size": 6144, "num_attention_heads": 48,
+           "num_key_value_heads": 8, "intermediate_size": 24576, "vocab_size": 256000}
+    for act, mlp in (("relu2", "relu2"), ("squared_relu", "relu2"), ("gelu", "gelu"),
+                     ("silu", "swiglu")):
+        p = tmp_path / act / "config.json"
+        p.parent.mkdir()
+        p.write_text(json.dumps({**cfg, "hidden_act": act}))
+        assert model_from_hf_config(p).mlp == mlp, act
+
+
+def test_nemotron4_runs_are_typed_relu2():
+    """Issue 16: Nemotron-4's MLP is squared ReLU (Parmar et al. 2024, arXiv 2402.16819, sec. 2)."""
+    from gpuplan.validation import load_runs
+
+    rows = [r for r in load_runs() if r["id"].startswith("nemotron4-")]
+    assert len(rows) == 3 and {r["mlp"] for r in rows} == {"relu2"}
+    assert not any("typed as gelu" in r["defaults"] for r in rows)
+
+
 def test_zero_mixed_precision_adam_is_16_bytes_per_param():
     """Section 3.1: 2 (fp16 weights) + 2 (fp16 gradients) + 12 (fp32 master, momentum,
     variance) = 16 bytes per parameter. Exact."""

@@ -157,6 +157,12 @@ class SiteValue:
     notes: str = ""
 
 
+# MLP types: 'gelu' fc2(gelu(fc1 x)); 'relu2' fc2(relu(fc1 x)^2), the squared ReLU of Primer
+# (So et al. 2021, arXiv 2109.08668) used by Nemotron-4; both non-gated, 2 matrices and the same
+# FLOPs; 'swiglu' w2(silu(w1 x) * w3 x), gated, 3 matrices (Shazeer 2020, arXiv 2002.05202).
+MLPS = ("gelu", "relu2", "swiglu")
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelSpec:
     """A decoder (or encoder) transformer. MoE when experts > 1."""
@@ -169,7 +175,7 @@ class ModelSpec:
     kv_heads: int
     ffn: int  # dense MLP inner size
     vocab: int
-    mlp: str = "gelu"  # 'gelu' (2 matrices) or 'swiglu' (3 matrices)
+    mlp: str = "gelu"  # one of MLPS: 'gelu', 'relu2' (2 matrices) or 'swiglu' (3 matrices)
     tied_embeddings: bool = False
     head_dim: int = 0  # 0 = hidden // heads
     experts: int = 0  # routed experts per MoE layer (0 = dense model)
@@ -199,8 +205,9 @@ class ModelSpec:
             if not isinstance(v, int) or isinstance(v, bool) or not least <= v <= most:
                 raise ConfigError(f"model {self.id}: {f} must be a whole number from {least} to "
                                   f"{most:,} (the largest this tool plans for), got {v!r}")
-        if self.mlp not in ("gelu", "swiglu"):
-            raise ConfigError(f"model {self.id}: mlp must be 'gelu' or 'swiglu', got {self.mlp!r}")
+        if self.mlp not in MLPS:
+            raise ConfigError(f"model {self.id}: mlp must be one of "
+                              f"{', '.join(repr(m) for m in MLPS)}, got {self.mlp!r}")
         if self.heads % self.kv_heads:
             raise ConfigError(
                 f"model {self.id}: heads ({self.heads}) must be a multiple of kv_heads "

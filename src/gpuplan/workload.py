@@ -62,7 +62,7 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
             kv_heads=kv,
             ffn=int(ffn),
             vocab=int(vocab),
-            mlp="swiglu" if gated else "gelu",
+            mlp="swiglu" if gated else "relu2" if act in ("relu2", "squared_relu") else "gelu",
             tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
             head_dim=int(cfg.get("head_dim") or 0),
             experts=experts if experts > 1 else 0,

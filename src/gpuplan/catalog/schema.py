@@ -163,7 +163,7 @@ ROW_TABLES: dict[str, dict[str, Field]] = {
         "kv_heads": whole(low=1, high=65_536),
         "ffn": whole(low=1, high=10_000_000),
         "vocab": whole(low=1, high=100_000_000),
-        "mlp": text(choices=("gelu", "swiglu")),
+        "mlp": text(choices=spec.MLPS),
         "tied_embeddings": Field("bool"),
         "head_dim": whole(False, high=65_536),
         "experts": whole(False, high=65_536),

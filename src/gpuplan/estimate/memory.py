@@ -50,7 +50,8 @@ Conventions and sources (each formula is repeated beside its function):
   micro-batches' worth of its layers (Korthikanti et al. 2022, arXiv 2205.05198, section 4.2.3).
   The most loaded GPU is the first or the last stage, whichever total is larger.
 - Activations per layer: Korthikanti et al. 2022 (arXiv 2205.05198), section 4, generalised to
-  GQA, SwiGLU, flash attention, dropout on/off and fp32; see `layer_activation_bytes`.
+  GQA, SwiGLU and squared ReLU (MLP_SAVED_FFN), flash attention, dropout on/off and fp32; see
+  `layer_activation_bytes`.
 - CPU offload (ZeRO-Offload, Ren et al. 2021, arXiv 2101.06840): optimizer state and the fp32
   master copy move to the CPU (`offloaded`, not in `total`); half gradients stay on the GPU.
 - Overhead: runtime_overhead_bytes (CUDA/ROCm context, NCCL buffers; a catalog constant) plus
@@ -95,6 +96,16 @@ __all__ = [
 SWIGLU_SAVED_FFN = 4
 # GELU MLP: the GELU input and the fc2 input (Korthikanti et al. 2022, 4.1: 8sbh + 8sbh at 4h).
 GELU_SAVED_FFN = 2
+# Squared-ReLU MLP fc2(relu(fc1 x)^2) (Nemotron-4; Megatron-LM `--squared-relu`:
+# megatron/core/activations.py squared_relu = torch.pow(F.relu(x), 2) under jit_fuser, run
+# unfused by core/transformer/mlp.py, whose bias-activation fusion covers only gelu and swiglu):
+# relu saves its OUTPUT, not the fc1 output (PyTorch tools/autograd/derivatives.yaml: relu's
+# backward is threshold_backward(grad, result, 0)); pow(., 2) saves its input, the same relu
+# output (one tensor); fc2 saves its input, the squared output. So 2, as for GELU. Measured on
+# an H200 (torch 2.11, bf16, 4096 tokens x ffn 8192): 2.0 x tokens*ffn*2 B kept after the
+# forward, eager, torch.jit.script and torch.compile alike, and 2.0 for GELU.
+RELU2_SAVED_FFN = 2
+MLP_SAVED_FFN = {"gelu": GELU_SAVED_FFN, "relu2": RELU2_SAVED_FFN, "swiglu": SWIGLU_SAVED_FFN}
 
 
 # --- model state -------------------------------------------------------------------------------
@@ -203,8 +214,9 @@ def layer_activation_bytes(
         (non-flash attention saves K and V repeated to all heads, as Megatron-LM and Hugging Face
         eager attention do; flash attention and selective recompute keep them compact: the
         checkpointed core attention receives them before Megatron-LM repeats them), plus the
-        MLP's saved tensors e*s*b*ffn*(2 GELU | 4 SwiGLU); MoE: k routed + shared experts' MLP
-        tensors, their input copies, and the fp32 router probabilities (4*s*b*E);
+        MLP's saved tensors e*s*b*ffn*(2 GELU | 2 squared ReLU | 4 SwiGLU); MoE: k routed +
+        shared experts' MLP tensors, their input copies, and the fp32 router probabilities
+        (4*s*b*E);
       score part (non-flash, no recompute): a*s^2*b*(e softmax + dropout: e output + 1 mask);
       flash keeps fp32 softmax statistics 4*a*s*b instead (Dao et al. 2022, arXiv 2205.14135).
     Context parallelism divides the sequence by cp (the score part keeps all keys: a*(s/cp)*s*b).
@@ -216,8 +228,9 @@ def layer_activation_bytes(
 
 
 def _mlp_saved(model: ModelSpec, moe: bool) -> float:
-    """Saved MLP elements per token: GELU 2*ffn, SwiGLU 4*ffn; MoE: (k + shared) experts."""
-    per = SWIGLU_SAVED_FFN if model.mlp == "swiglu" else GELU_SAVED_FFN
+    """Saved MLP elements per token: GELU and squared ReLU 2*ffn, SwiGLU 4*ffn (MLP_SAVED_FFN);
+    MoE: (k + shared) experts."""
+    per = MLP_SAVED_FFN[model.mlp]
     if not moe:
         return per * model.ffn
     k = model.experts_per_token + model.shared_experts
