@@ -27,6 +27,7 @@ from typing import Any
 
 from .catalog import Catalog, normalize
 from .errors import CatalogError, GpuplanError
+from .userfile import read_text
 
 COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB",
            "GpuInfo", "Price", "SpotPrice", "Region", "AvailabilityZone")
@@ -57,14 +58,7 @@ class Imported:
 
 
 def _read_rows(path: Path) -> list[dict[str, str]]:
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except FileNotFoundError:
-        raise CatalogError(f"price file '{path}' does not exist; check the path") from None
-    except IsADirectoryError:
-        raise CatalogError(f"price file '{path}' is a folder; give a SkyPilot vms.csv") from None
-    except UnicodeDecodeError:
-        raise CatalogError(f"{path} is not UTF-8 text; give a SkyPilot catalog CSV") from None
+    text = read_text(path, "price file", "give a SkyPilot vms.csv", encoding="utf-8-sig")
     if not text.strip():
         raise CatalogError(f"{path} is empty; give a SkyPilot catalog CSV with a header row "
                            f"({', '.join(COLUMNS)})")

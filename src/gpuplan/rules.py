@@ -37,12 +37,15 @@ MODEL_MAX = {"layers": MAX_LAYERS, "hidden": MAX_WIDTH, "heads": MAX_WIDTH,
              "v_head_dim": MAX_WIDTH, "max_seq_len": MAX_SEQ_LEN}
 
 
-@dataclass(frozen=True)
-class _Fields:
-    """The integer fields of a Layout as arrays (object arrays for numbers beyond int64)."""
+# The integer fields of a Layout under the short names the formulas use.
+LAYOUT_NAMES = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep", "vpp": "vpp",
+                "zero": "zero", "mb": "micro_batch", "gb": "global_batch", "seq": "seq_len"}
 
-    NAMES = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "global_batch",
-             "seq_len")
+
+@dataclass(frozen=True, kw_only=True)
+class LayoutArrays:
+    """The integer fields of a Layout as arrays, named as in `LAYOUT_NAMES`. The rules hold
+    them exact (`exact`); `estimate.timing` reads them as floats and adds the hardware."""
 
     tp: Any
     pp: Any
@@ -55,27 +58,29 @@ class _Fields:
     gb: Any
     seq: Any
 
+    @staticmethod
+    def read(layout: Any, dtype: Any = None) -> dict[str, np.ndarray]:
+        """The fields as arrays of `dtype` (None: as given), keyed by short name."""
+        return {k: np.asarray(getattr(layout, n), dtype=dtype) for k, n in LAYOUT_NAMES.items()}
+
     @classmethod
-    def of(cls, layout: Any) -> _Fields:
+    def exact(cls, layout: Any) -> LayoutArrays:
         """A single configuration is held as Python integers (exact, never overflowing: a
         typed 10**30 is compared, not wrapped); a grid as numpy integer arrays."""
-        a = [np.asarray(getattr(layout, n)) for n in cls.NAMES]
-        if all(x.ndim == 0 for x in a):
-            a = [np.asarray(int(x), dtype=object) for x in a]
-        return cls(*a)
+        a = cls.read(layout)
+        if all(x.ndim == 0 for x in a.values()):
+            a = {k: np.asarray(int(x), dtype=object) for k, x in a.items()}
+        return cls(**a)
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return np.broadcast(*(getattr(self, f) for f in _FIELD_ATTRS)).shape
+        return np.broadcast(*(getattr(self, f) for f in LAYOUT_NAMES)).shape
 
     def scalars(self) -> dict[str, int]:
-        return {f: int(getattr(self, f)) for f in _FIELD_ATTRS}
+        return {f: int(getattr(self, f)) for f in LAYOUT_NAMES}
 
 
-_FIELD_ATTRS = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "mb", "gb", "seq")
-
-
-def _rules(v: _Fields, m: Any, gpus: int | None) -> Iterator[tuple[str, Any]]:
+def _rules(v: LayoutArrays, m: Any, gpus: int | None) -> Iterator[tuple[str, Any]]:
     """(rule, keep-mask) in the order `check` reports them; ranges come before arithmetic, so
     a divisor search never starts from a number larger than the model's real size."""
     yield "degree", ((v.tp >= 1) & (v.pp >= 1) & (v.cp >= 1) & (v.dp >= 1) & (v.ep >= 1)
@@ -172,12 +177,12 @@ def largest_divisor(n: int, at_most: int) -> int:
 def layout_rules(layout: Any, model: Any, gpus: int | None = None
                  ) -> Iterator[tuple[str, Any]]:
     """(rule, keep-mask) for every rule, in order (a generator: stop at the first broken one)."""
-    yield from _rules(_Fields.of(layout), model, gpus)
+    yield from _rules(LayoutArrays.exact(layout), model, gpus)
 
 
 def valid(layout: Any, model: Any) -> np.ndarray:
     """Which configurations of the grid keep every rule (gpus = tp*pp*cp*dp by construction)."""
-    v = _Fields.of(layout)
+    v = LayoutArrays.exact(layout)
     ok = np.asarray(True)
     with np.errstate(divide="ignore", invalid="ignore"):
         for _, keep in _rules(v, model, None):
@@ -187,7 +192,7 @@ def valid(layout: Any, model: Any) -> np.ndarray:
 
 def first_broken(layout: Any, model: Any, gpus: int | None = None) -> str | None:
     """The one-line message of the first rule a single configuration breaks, or None."""
-    v = _Fields.of(layout)
+    v = LayoutArrays.exact(layout)
     for rule, keep in _rules(v, model, gpus):
         if not bool(np.all(keep)):
             return _MESSAGES[rule](v.scalars(), model, gpus)

@@ -35,7 +35,6 @@ The models match what the estimate assumes; where they differ, on purpose:
 from __future__ import annotations
 
 import argparse
-import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -97,196 +96,39 @@ class HarnessConfig:
                 f"ckpt={self.checkpoint}{' rope' if self.rotary else ''}")
 
 
-# --- the PyTorch models (built lazily: torch is optional) ------------------------------------
-def _build(cfg: HarnessConfig) -> Any:
-    import torch
-    import torch.nn.functional as F
-    from torch import nn
-    from torch.utils.checkpoint import checkpoint
-
-    class RMSNormFn(torch.autograd.Function):
-        """Fused-kernel semantics: saves the input and the fp32 1/rms (as Apex / TE do)."""
-
-        @staticmethod
-        def forward(ctx: Any, x: Any, w: Any, eps: float) -> Any:
-            rstd = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
-            ctx.save_for_backward(x, w, rstd)
-            return (x.float() * rstd).to(x.dtype) * w
-
-        @staticmethod
-        def backward(ctx: Any, gy: Any) -> Any:
-            x, w, rstd = ctx.saved_tensors
-            xhat, g = x.float() * rstd, gy.float() * w.float()
-            gx = rstd * (g - xhat * (g * xhat).mean(-1, keepdim=True))
-            gw = (gy.float() * xhat).sum(dim=tuple(range(gy.dim() - 1)))
-            return gx.to(x.dtype), gw.to(w.dtype), None
-
-    class RMSNorm(nn.Module):
-        def __init__(self, n: int) -> None:
-            super().__init__()
-            self.weight = nn.Parameter(torch.ones(n))
-
-        def forward(self, x: Any) -> Any:
-            return RMSNormFn.apply(x, self.weight, 1e-6)
-
-    class RopeFn(torch.autograd.Function):
-        """Fused rotary embedding: saves only the (constant) cos/sin tables."""
-
-        @staticmethod
-        def forward(ctx: Any, x: Any, cos: Any, sin: Any) -> Any:
-            ctx.save_for_backward(cos, sin)
-            x1, x2 = x.chunk(2, dim=-1)
-            return x * cos + torch.cat((-x2, x1), dim=-1) * sin
-
-        @staticmethod
-        def backward(ctx: Any, gy: Any) -> Any:
-            cos, sin = ctx.saved_tensors
-            z1, z2 = (gy * sin).chunk(2, dim=-1)
-            return gy * cos + torch.cat((z2, -z1), dim=-1), None, None
-
-    h, a, kvh = cfg.hidden, cfg.heads, cfg.n_kv
-    d = h // a
-
-    class Attention(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.wq = nn.Linear(h, a * d, bias=False)
-            self.wk = nn.Linear(h, kvh * d, bias=False)
-            self.wv = nn.Linear(h, kvh * d, bias=False)
-            self.wo = nn.Linear(a * d, h, bias=False)
-            s = cfg.seq_len
-            self.register_buffer("causal", torch.ones(s, s, dtype=torch.bool).triu(1))
-            pos = torch.arange(s).float()[:, None] / 10000 ** (torch.arange(0, d, 2) / d)
-            self.register_buffer("cos", pos.cos().repeat(1, 2))
-            self.register_buffer("sin", pos.sin().repeat(1, 2))
-
-        def core(self, q: Any, k: Any, v: Any) -> Any:
-            if cfg.attention == "sdpa":
-                return F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                                      enable_gqa=kvh != a)
-            if kvh != a:  # repeat K/V to all heads, as Megatron-LM / HF eager attention do
-                k, v = k.repeat_interleave(a // kvh, dim=1), v.repeat_interleave(a // kvh, dim=1)
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
-            att = att.masked_fill(self.causal, float("-inf")).softmax(dim=-1)
-            return att @ v
-
-        def forward(self, x: Any) -> Any:
-            b, s, _ = x.shape
-            q = self.wq(x).view(b, s, a, d).transpose(1, 2)
-            k = self.wk(x).view(b, s, kvh, d).transpose(1, 2)
-            v = self.wv(x).view(b, s, kvh, d).transpose(1, 2)
-            if cfg.rotary:
-                cos, sin = self.cos.to(x.dtype), self.sin.to(x.dtype)
-                q, k = RopeFn.apply(q, cos, sin), RopeFn.apply(k, cos, sin)
-            if cfg.checkpoint == "selective":
-                y = checkpoint(self.core, q, k, v, use_reentrant=False)
-            else:
-                y = self.core(q, k, v)
-            return self.wo(y.transpose(1, 2).reshape(b, s, a * d))
-
-    class MLP(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            f = cfg.n_ffn
-            self.w1 = nn.Linear(h, f, bias=False)
-            self.w2 = nn.Linear(f, h, bias=False)
-            if cfg.arch == "llama":
-                self.w3 = nn.Linear(h, f, bias=False)
-
-        def forward(self, x: Any) -> Any:
-            if cfg.arch == "llama":  # SwiGLU (Shazeer 2020, arXiv 2002.05202)
-                return self.w2(F.silu(self.w1(x)) * self.w3(x))
-            return self.w2(F.gelu(self.w1(x)))
-
-    def norm() -> Any:
-        return nn.LayerNorm(h, bias=False) if cfg.arch == "gpt" else RMSNorm(h)
-
-    class Block(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.n1, self.attn, self.n2, self.mlp = norm(), Attention(), norm(), MLP()
-
-        def forward(self, x: Any) -> Any:
-            x = x + self.attn(self.n1(x))
-            return x + self.mlp(self.n2(x))
-
-    class Model(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.tok = nn.Embedding(cfg.vocab, h)
-            self.pos = nn.Embedding(cfg.seq_len, h) if cfg.arch == "gpt" else None
-            self.blocks = nn.ModuleList(Block() for _ in range(cfg.layers))
-            self.norm = norm()
-            self.head = nn.Linear(h, cfg.vocab, bias=False)
-            if cfg.tied:
-                self.head.weight = self.tok.weight
-
-        def forward(self, idx: Any, targets: Any, region: list[str]) -> Any:
-            region[0] = "embed"
-            x = self.tok(idx)
-            if self.pos is not None:
-                x = x + self.pos(torch.arange(idx.shape[1], device=idx.device))
-            region[0] = "layers"
-            for blk in self.blocks:
-                x = checkpoint(blk, x, use_reentrant=False) if cfg.checkpoint == "full" else blk(x)
-            region[0] = "head"
-            logits = self.head(self.norm(x))
-            return F.cross_entropy(logits.float().view(-1, cfg.vocab), targets.view(-1))
-
-    return Model()
-
-
 def _nbytes(tensors: Any) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def measure(cfg: HarnessConfig) -> dict[str, Any]:
     """Train one step; bytes of weights, gradients, optimizer state and saved activations."""
-    import torch
+    import torch  # optional: only the harness needs it
+
+    from . import torch_model as tm
 
     torch.manual_seed(cfg.seed)
     dev = torch.device(cfg.device)
     dtype = torch.float32 if cfg.precision == "fp32" else torch.bfloat16
-    model = _build(cfg).to(device=dev, dtype=dtype)
+    model = tm.Model(cfg).to(device=dev, dtype=dtype)
     params = list(model.parameters())  # tied weights appear once
     mixed = dtype != torch.float32
     master = [p.detach().float().clone().requires_grad_(True) for p in params] if mixed else params
-    if cfg.optimizer == "adamw":
-        opt: Any = torch.optim.AdamW(master, lr=1e-3)
-    elif cfg.optimizer == "sgd":
-        opt = torch.optim.SGD(master, lr=1e-3, momentum=0.9)
-    else:  # factored second moment, no first moment
-        opt = torch.optim.Adafactor(master, lr=1e-3)
+    opt = tm.make_optimizer(cfg, master)
     idx = torch.randint(0, cfg.vocab, (cfg.micro_batch, cfg.seq_len), device=dev)
     tgt = torch.randint(0, cfg.vocab, (cfg.micro_batch, cfg.seq_len), device=dev)
     if dev.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats(dev)
-
-    skip = {t.untyped_storage().data_ptr() for t in [*params, *model.buffers()]}
-    region = ["embed"]
-    seen: dict[int, tuple[str, int]] = {}
-
-    def pack(t: Any) -> Any:
-        st = t.untyped_storage()
-        if st.data_ptr() not in skip and st.data_ptr() not in seen:
-            seen[st.data_ptr()] = (region[0], st.nbytes())
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = model(idx, tgt, region)
+    saved = tm.SavedTensors(model)
+    with saved.hooks():
+        loss = model(idx, tgt, saved.region)
     loss.backward()
-    if mixed:  # fp32 master step (the gradient is upcast one tensor at a time)
-        for p, m in zip(params, master, strict=True):
-            m.grad = p.grad.float()
-        opt.step()
-        for p, m in zip(params, master, strict=True):
-            m.grad = None
-            p.data.copy_(m.data)
+    if mixed:
+        tm.master_step(opt, params, master)
     else:
         opt.step()
     state = [v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)]
-    acts = {r: sum(n for reg, n in seen.values() if reg == r) for r in ("embed", "layers", "head")}
+    acts = saved.by_region()
     out: dict[str, Any] = {
         "params": sum(p.numel() for p in params),
         "weights_bytes": _nbytes(params),

@@ -9,8 +9,9 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from ..userfile import display_path
 from .build import build_catalog
-from .merge import PACKAGE_PREFIX, Doc, display_path, read_doc
+from .merge import PACKAGE_PREFIX, Doc, read_doc
 from .model import Catalog
 from .schema import FILES
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CatalogError
+from ..userfile import read_text
 from .check import did_you_mean, shown
 from .schema import NAMED_TABLES, ROW_TABLES, normalize, table_key
 
@@ -43,38 +44,18 @@ class Row:
     origin: str = ""  # the last file that wrote to this entry (for whole-row messages)
 
 
-def display_path(path: str, limit: int = 80) -> str:
-    """A path as messages show it: one line, at most `limit` characters."""
-    text = str(path)
-    if not text.isprintable():
-        text = text.encode("unicode_escape", "replace").decode("ascii")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def read_doc(path: Path | str, origin: str, overlay: bool) -> Doc:
     """Parse one TOML file; every way it can fail is one CatalogError line."""
     what = f"catalog file '{origin}'"
+    text = read_text(path, "catalog file", "give a .toml file", shown=origin)
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-        date = (datetime.date.fromtimestamp(os.stat(path).st_mtime).isoformat()
-                if overlay else "")
-    except FileNotFoundError:
-        raise CatalogError(f"{what} does not exist; check the path") from None
-    except IsADirectoryError:
-        raise CatalogError(f"{what} is a folder; give a .toml file") from None
-    except PermissionError:
-        raise CatalogError(f"{what} cannot be read (permission denied)") from None
-    except UnicodeDecodeError as err:
-        raise CatalogError(f"{what} is not UTF-8 text (byte {err.start}); save it as UTF-8"
-                           ) from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise CatalogError(f"{origin} is not valid TOML: {err}") from None
     except RecursionError:
         raise CatalogError(f"{what} nests tables too deeply") from None
-    except (OSError, ValueError) as err:  # name too long, embedded NUL, ...
-        reason = getattr(err, "strerror", None) or type(err).__name__
-        raise CatalogError(f"{what} cannot be opened ({reason}); check the path") from None
+    date = (datetime.date.fromtimestamp(os.stat(path).st_mtime).isoformat()
+            if overlay else "")
     return Doc(origin=origin, data=data, overlay=overlay, date=date)
 
 

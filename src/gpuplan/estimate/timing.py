@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..rules import LayoutArrays
 from ..spec import BF16, FP8, PRECISIONS, R_FULL, Hardware, Layout, ModelSpec
 from ..units import DAY, HOUR
 from . import comm
@@ -115,20 +116,10 @@ def _expert_flops(model: ModelSpec, rc: Any) -> Any:
     return routed * np.where(np.asarray(rc) == R_FULL, 4.0 / 3.0, 1.0)
 
 
-@dataclass(frozen=True)
-class _Ctx:
-    """Layout and hardware arrays, read once (floats, broadcastable)."""
+@dataclass(frozen=True, kw_only=True)
+class _Ctx(LayoutArrays):
+    """Layout fields (as floats) and hardware arrays, read once (broadcastable)."""
 
-    tp: Any
-    pp: Any
-    dp: Any
-    cp: Any
-    ep: Any
-    vpp: Any
-    mb: Any
-    gb: Any
-    seq: Any
-    zero: Any
     rc: Any
     prec: Any
     m: Any  # micro-batches per replica
@@ -151,12 +142,8 @@ class _Ctx:
 
 def _context(layout: Layout, hw: Hardware) -> _Ctx:
     f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
-    tp, pp, dp, cp, ep, vpp = (f(x) for x in (layout.tp, layout.pp, layout.dp, layout.cp,
-                                              layout.ep, layout.vpp))
-    mb, gb = f(layout.micro_batch), f(layout.global_batch)
     prec = np.asarray(layout.precision)
-    return _Ctx(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, mb=mb, gb=gb,
-                seq=f(layout.seq_len), zero=np.asarray(layout.zero),
+    return _Ctx(**LayoutArrays.read(layout, float),
                 rc=np.asarray(layout.recompute), prec=prec,
                 m=np.asarray(layout.microbatches, dtype=float),
                 act_bytes=act_element_bytes(prec),  # FP8 recipes keep 16-bit activations

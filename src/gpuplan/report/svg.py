@@ -138,14 +138,21 @@ def _x_axis(sx: Scale, y: float, label: str, fmt: Any) -> list[str]:
 def _y_axis(sy: Scale, x0: float, x1: float, label: str, fmt: Any) -> list[str]:
     out = [f'<g class="axis y-axis"><line x1="{_f(x0)}" y1="{_f(sy.p0)}" x2="{_f(x0)}" '
            f'y2="{_f(sy.p1)}" stroke="{MUTED}"/>']
+    out += _grid(sy, x0, x1, fmt)
+    mid = (sy.p0 + sy.p1) / 2
+    out.append(f'<text class="label" x="14" y="{_f(mid)}" text-anchor="middle" fill="{INK}" '
+               f'transform="rotate(-90 14 {_f(mid)})">{escape(label)}</text></g>')
+    return out
+
+
+def _grid(sy: Scale, x0: float, x1: float, fmt: Any) -> list[str]:
+    """A horizontal grid line from x0 to x1 at each tick of `sy`, its label left of x0."""
+    out = []
     for t in sy.ticks():
         y = sy(t)
         out.append(f'<line x1="{_f(x0)}" y1="{_f(y)}" x2="{_f(x1)}" y2="{_f(y)}" '
                    f'stroke="{GRID}"/><text class="tick" x="{_f(x0 - 6)}" y="{_f(y + 4)}" '
                    f'text-anchor="end" fill="{MUTED}">{escape(fmt(t) if t else "0")}</text>')
-    mid = (sy.p0 + sy.p1) / 2
-    out.append(f'<text class="label" x="14" y="{_f(mid)}" text-anchor="middle" fill="{INK}" '
-               f'transform="rotate(-90 14 {_f(mid)})">{escape(label)}</text></g>')
     return out
 
 
@@ -340,11 +347,7 @@ def _panel(name: str, label: str, pts: list[dict[str, Any]], key: str, sx: Scale
            fmt: Any, col: str, x0: float, x1: float, top: float, h: float) -> list[str]:
     out = [f'<g class="panel" data-series="{name}" data-y-min="{sy.lo!r}" data-y-max="{sy.hi!r}"'
            f' data-y-log="{int(sy.log)}" data-y0="{top + h}" data-y1="{top}">']
-    for t in sy.ticks():
-        y = sy(t)
-        out.append(f'<line x1="{x0}" y1="{_f(y)}" x2="{x1}" y2="{_f(y)}" stroke="{GRID}"/>'
-                   f'<text class="tick" x="{x0 - 6}" y="{_f(y + 4)}" text-anchor="end" '
-                   f'fill="{MUTED}">{escape(fmt(t) if t else "0")}</text>')
+    out += _grid(sy, x0, x1, fmt)
     out.append(f'<text class="label" x="{x1 + 12}" y="{_f(top + h / 2)}" fill="{col}" '
                f'font-weight="600">{escape(label)}</text>')
     xy = [(sx(o["gpus"]), sy(o[key]), o) for o in pts if o.get(key) is not None]

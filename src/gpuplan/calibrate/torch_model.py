@@ -1,0 +1,223 @@
+"""The PyTorch side of the memory harness: the small GPT / Llama models and one training step.
+
+Imported only inside the harness functions of `calibrate.memory`, so that importing
+`gpuplan.calibrate.memory` does not import torch (an optional dependency: the `bench` extra).
+What the models save for backward, and why they differ from stock PyTorch where they do, is in
+`calibrate.memory`'s docstring.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+if TYPE_CHECKING:
+    from .memory import HarnessConfig
+
+__all__ = ["Model", "make_optimizer", "SavedTensors", "master_step"]
+
+
+class RMSNormFn(torch.autograd.Function):
+    """Fused-kernel semantics: saves the input and the fp32 1/rms (as Apex / TE do)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Any, w: Any, eps: float) -> Any:
+        rstd = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
+        ctx.save_for_backward(x, w, rstd)
+        return (x.float() * rstd).to(x.dtype) * w
+
+    @staticmethod
+    def backward(ctx: Any, gy: Any) -> Any:
+        x, w, rstd = ctx.saved_tensors
+        xhat, g = x.float() * rstd, gy.float() * w.float()
+        gx = rstd * (g - xhat * (g * xhat).mean(-1, keepdim=True))
+        gw = (gy.float() * xhat).sum(dim=tuple(range(gy.dim() - 1)))
+        return gx.to(x.dtype), gw.to(w.dtype), None
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n))
+
+    def forward(self, x: Any) -> Any:
+        return RMSNormFn.apply(x, self.weight, 1e-6)
+
+
+class RopeFn(torch.autograd.Function):
+    """Fused rotary embedding: saves only the (constant) cos/sin tables."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Any, cos: Any, sin: Any) -> Any:
+        ctx.save_for_backward(cos, sin)
+        x1, x2 = x.chunk(2, dim=-1)
+        return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+    @staticmethod
+    def backward(ctx: Any, gy: Any) -> Any:
+        cos, sin = ctx.saved_tensors
+        z1, z2 = (gy * sin).chunk(2, dim=-1)
+        return gy * cos + torch.cat((z2, -z1), dim=-1), None, None
+
+
+def norm(cfg: HarnessConfig) -> nn.Module:
+    """LayerNorm without bias (GPT) or the fused RMSNorm (Llama)."""
+    return nn.LayerNorm(cfg.hidden, bias=False) if cfg.arch == "gpt" else RMSNorm(cfg.hidden)
+
+
+class Attention(nn.Module):
+    """Causal self-attention, MHA or GQA; 'explicit' keeps the softmax, 'sdpa' is flash."""
+
+    def __init__(self, cfg: HarnessConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        h, a, kvh = cfg.hidden, cfg.heads, cfg.n_kv
+        self.a, self.kvh, self.d = a, kvh, h // a
+        d = self.d
+        self.wq = nn.Linear(h, a * d, bias=False)
+        self.wk = nn.Linear(h, kvh * d, bias=False)
+        self.wv = nn.Linear(h, kvh * d, bias=False)
+        self.wo = nn.Linear(a * d, h, bias=False)
+        s = cfg.seq_len
+        self.register_buffer("causal", torch.ones(s, s, dtype=torch.bool).triu(1))
+        pos = torch.arange(s).float()[:, None] / 10000 ** (torch.arange(0, d, 2) / d)
+        self.register_buffer("cos", pos.cos().repeat(1, 2))
+        self.register_buffer("sin", pos.sin().repeat(1, 2))
+
+    def core(self, q: Any, k: Any, v: Any) -> Any:
+        a, kvh = self.a, self.kvh
+        if self.cfg.attention == "sdpa":
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=kvh != a)
+        if kvh != a:  # repeat K/V to all heads, as Megatron-LM / HF eager attention do
+            k, v = k.repeat_interleave(a // kvh, dim=1), v.repeat_interleave(a // kvh, dim=1)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.d))
+        att = att.masked_fill(self.causal, float("-inf")).softmax(dim=-1)
+        return att @ v
+
+    def forward(self, x: Any) -> Any:
+        b, s, _ = x.shape
+        a, kvh, d = self.a, self.kvh, self.d
+        q = self.wq(x).view(b, s, a, d).transpose(1, 2)
+        k = self.wk(x).view(b, s, kvh, d).transpose(1, 2)
+        v = self.wv(x).view(b, s, kvh, d).transpose(1, 2)
+        if self.cfg.rotary:
+            cos, sin = self.cos.to(x.dtype), self.sin.to(x.dtype)
+            q, k = RopeFn.apply(q, cos, sin), RopeFn.apply(k, cos, sin)
+        if self.cfg.checkpoint == "selective":
+            y = checkpoint(self.core, q, k, v, use_reentrant=False)
+        else:
+            y = self.core(q, k, v)
+        return self.wo(y.transpose(1, 2).reshape(b, s, a * d))
+
+
+class MLP(nn.Module):
+    """GELU (GPT) or SwiGLU (Llama; Shazeer 2020, arXiv 2002.05202), no biases."""
+
+    def __init__(self, cfg: HarnessConfig) -> None:
+        super().__init__()
+        h, f = cfg.hidden, cfg.n_ffn
+        self.swiglu = cfg.arch == "llama"
+        self.w1 = nn.Linear(h, f, bias=False)
+        self.w2 = nn.Linear(f, h, bias=False)
+        if self.swiglu:
+            self.w3 = nn.Linear(h, f, bias=False)
+
+    def forward(self, x: Any) -> Any:
+        if self.swiglu:
+            return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        return self.w2(F.gelu(self.w1(x)))
+
+
+class Block(nn.Module):
+    """Pre-norm transformer layer: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, cfg: HarnessConfig) -> None:
+        super().__init__()
+        self.n1, self.attn, self.n2, self.mlp = norm(cfg), Attention(cfg), norm(cfg), MLP(cfg)
+
+    def forward(self, x: Any) -> Any:
+        x = x + self.attn(self.n1(x))
+        return x + self.mlp(self.n2(x))
+
+
+class Model(nn.Module):
+    """Embedding, `cfg.layers` blocks, final norm, LM head and the loss.
+
+    `forward` writes the region being run ('embed', 'layers', 'head') into `region[0]`, so that
+    a saved-tensors hook can attribute what is saved to it.
+    """
+
+    def __init__(self, cfg: HarnessConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        h = cfg.hidden
+        self.tok = nn.Embedding(cfg.vocab, h)
+        self.pos = nn.Embedding(cfg.seq_len, h) if cfg.arch == "gpt" else None
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
+        self.norm = norm(cfg)
+        self.head = nn.Linear(h, cfg.vocab, bias=False)
+        if cfg.tied:
+            self.head.weight = self.tok.weight
+
+    def forward(self, idx: Any, targets: Any, region: list[str]) -> Any:
+        region[0] = "embed"
+        x = self.tok(idx)
+        if self.pos is not None:
+            x = x + self.pos(torch.arange(idx.shape[1], device=idx.device))
+        region[0] = "layers"
+        full = self.cfg.checkpoint == "full"
+        for blk in self.blocks:
+            x = checkpoint(blk, x, use_reentrant=False) if full else blk(x)
+        region[0] = "head"
+        logits = self.head(self.norm(x))
+        return F.cross_entropy(logits.float().view(-1, self.cfg.vocab), targets.view(-1))
+
+
+def make_optimizer(cfg: HarnessConfig, params: list[Any]) -> Any:
+    """AdamW, SGD with momentum 0.9, or Adafactor (factored second moment, no first moment)."""
+    if cfg.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=1e-3)
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+    return torch.optim.Adafactor(params, lr=1e-3)
+
+
+class SavedTensors:
+    """Bytes saved for backward per region, each storage once, parameters and buffers left out.
+
+    Use `with saved.hooks(): loss = model(idx, tgt, saved.region)`; then `by_region()`.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        self.skip = {t.untyped_storage().data_ptr() for t in [*model.parameters(),
+                                                               *model.buffers()]}
+        self.region = ["embed"]
+        self.seen: dict[int, tuple[str, int]] = {}
+
+    def pack(self, t: Any) -> Any:
+        st = t.untyped_storage()
+        if st.data_ptr() not in self.skip and st.data_ptr() not in self.seen:
+            self.seen[st.data_ptr()] = (self.region[0], st.nbytes())
+        return t
+
+    def hooks(self) -> Any:
+        return torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t)
+
+    def by_region(self) -> dict[str, int]:
+        seen = self.seen.values()
+        return {r: sum(n for reg, n in seen if reg == r) for r in ("embed", "layers", "head")}
+
+
+def master_step(opt: Any, params: list[Any], master: list[Any]) -> None:
+    """fp32 master step for bf16 weights (the gradient is upcast one tensor at a time)."""
+    for p, m in zip(params, master, strict=True):
+        m.grad = p.grad.float()
+    opt.step()
+    for p, m in zip(params, master, strict=True):
+        m.grad = None
+        p.data.copy_(m.data)
