@@ -137,7 +137,7 @@ def test_time_limit_answers_4xx(monkeypatch):
     import time
 
     slow = TestClient(create_app(time_limit_s=0.05), raise_server_exceptions=False)
-    monkeypatch.setattr(adapter, "call_cli", lambda argv: (time.sleep(0.3), (0, "{}", ""))[1])
+    monkeypatch.setattr(adapter, "call_api", lambda command, args: (time.sleep(0.3), {})[1])
     r = slow.post("/api/estimate", json=EST)
     assert r.status_code == 422 and "0.05 s limit" in r.json()["error"]
 

@@ -6,7 +6,15 @@ import argparse
 from typing import Any
 
 from . import common_options, nonneg_float, positive_int
-from .options import add_batch_options, add_model_options, add_site_options, model_args, site_args
+from .options import (
+    add_batch_options,
+    add_model_options,
+    add_report_options,
+    add_site_options,
+    model_args,
+    site_args,
+    write_html,
+)
 
 EPILOG = """examples:
   gpuplan estimate --model llama2-70b --gpu a100-80gb --gpus 64 --tp 8 --pp 2 --zero 1 \\
@@ -59,16 +67,16 @@ def register(sub: Any) -> None:
     c.add_argument("--pricing", help="on-demand, spot, reserved-1y, reserved-3y, savings-plan "
                    "(-1y/-3y), capacity-block or own")
     add_site_options(p)
+    add_report_options(p.add_argument_group("report"))
     common_options(p)
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from .. import api
-    from ..report.estimate import render_text, to_json
-    from ..report.fmt import dumps
-
-    result = api.estimate(
+def estimate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The `gpuplan.api.estimate` keywords of parsed flags (the web adapter uses this too):
+    the names are the flags' dests except --no-sp (sp) and --no-flash-attention
+    (flash_attention), which the API takes the right way round."""
+    return dict(
         gpu=args.gpu, gpus=args.gpus, tp=args.tp, pp=args.pp, cp=args.cp, ep=args.ep,
         dp=args.dp, vpp=args.vpp, zero=args.zero, fsdp=args.fsdp, micro_batch=args.micro_batch,
         precision=args.precision, optimizer=args.optimizer, recompute=args.recompute,
@@ -76,5 +84,16 @@ def run(args: argparse.Namespace) -> int:
         dropout=args.dropout, tokens=args.tokens, offer=args.offer, system=args.system,
         usd_per_gpu_hour=args.usd_per_gpu_hour, pricing=args.pricing, catalog=args.catalog,
         **model_args(args), **site_args(args))
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import api
+    from ..report.estimate import render_text, to_json
+    from ..report.fmt import dumps
+    from .export_cmd import check_output
+
+    check_output(args.html, args.force)
+    result = api.estimate(**estimate_kwargs(args))
+    write_html("estimate", to_json(result) if args.html else {}, args)
     print(dumps(to_json(result)) if args.json else render_text(result))
     return 0

@@ -59,16 +59,24 @@ def read_json(path: str) -> Any:
                           "`gpuplan plan --json` or `gpuplan estimate --json` wrote") from None
 
 
+def check_output(output: str | None, force: bool) -> None:
+    """Refuse an existing FILE without --force (before any work is done)."""
+    from ..errors import ConfigError
+
+    if output and Path(output).exists() and not force:
+        raise ConfigError(f"'{output}' exists; add --force to overwrite it")
+
+
 def write_or_print(text: str, output: str | None, force: bool) -> None:
-    """Print, or write FILE -- never over an existing one without --force."""
+    """Print, or write FILE -- never over an existing one without --force. The one write path
+    of `export`, `plan --export -o` and `--html` on plan, estimate and tco."""
     from ..errors import ConfigError
 
     if not output:
-        print(text, end="")
+        print(text, end="" if text.endswith("\n") else "\n")
         return
+    check_output(output, force)
     path = Path(output)
-    if path.exists() and not force:
-        raise ConfigError(f"'{output}' exists; add --force to overwrite it")
     try:
         path.write_text(text, encoding="utf-8")
     except OSError as err:

@@ -73,3 +73,20 @@ def _fraction_arg(text: str) -> float:
     from . import fraction
 
     return fraction(text)
+
+
+def add_report_options(p: argparse.ArgumentParser) -> None:
+    """--html FILE and --force: the self-contained HTML report of plan, estimate and tco."""
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report "
+                   "(tables, charts, assumptions, sources) to FILE")
+    p.add_argument("--force", action="store_true", help="overwrite an existing output FILE")
+
+
+def write_html(kind: str, doc: dict[str, Any], args: argparse.Namespace) -> None:
+    """The HTML report of a result's JSON to --html FILE (the write path of `export`)."""
+    if not getattr(args, "html", None):
+        return
+    from ..report.html import render_html
+    from .export_cmd import write_or_print
+
+    write_or_print(render_html(kind, doc), args.html, args.force)

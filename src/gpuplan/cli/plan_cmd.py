@@ -8,13 +8,24 @@ import time
 from typing import Any
 
 from . import common_options, positive_int
-from .options import add_batch_options, add_model_options, add_site_options, model_args, site_args
+from .options import (
+    add_batch_options,
+    add_model_options,
+    add_report_options,
+    add_site_options,
+    model_args,
+    site_args,
+    write_html,
+)
 
 EPILOG = """examples:
   gpuplan plan --model llama3-70b --tokens 15T --deadline-days 90
   gpuplan plan --model gpt3-175b --tokens 300B --budget-usd 5e6 --export-region cn
   gpuplan plan --model llama3-8b --tokens 1T --gpu h100 --gpu mi300x --objective time
   gpuplan plan --scenario startup
+  gpuplan plan --model llama3-70b --tokens 15T --deadline-days 90 --export torchtitan
+  gpuplan plan --model llama3-8b --tokens 1T --export skypilot --rank 2 -o task.yaml
+  gpuplan plan --model llama3-8b --tokens 1T --html plan.html
 """
 
 
@@ -57,6 +68,14 @@ def register(sub: Any) -> None:
     f.add_argument("--precision", action="append", default=[],
                    help="precisions to consider (default: bf16 and fp8 where supported)")
     add_site_options(p)
+    x = p.add_argument_group("launch config and report")
+    x.add_argument("--export", metavar="TARGET", help="print the launch config of a plan instead "
+                   "of the plan: megatron, torchtitan, deepspeed, torchrun, slurm or skypilot")
+    x.add_argument("--rank", type=positive_int, help="which plan --export takes (default 1, "
+                   "the winner)")
+    x.add_argument("-o", "--output", metavar="FILE", help="write the --export output to FILE "
+                   "(the plan is printed as usual)")
+    add_report_options(x)
     common_options(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--no-timing", action="store_true", help=argparse.SUPPRESS)  # golden files
@@ -83,18 +102,65 @@ class _Progress:
             sys.stderr.write("\r" + " " * (width + 30) + "\r")
 
 
-def run(args: argparse.Namespace) -> int:
-    from .. import api
-    from ..report.fmt import dumps
-    from ..report.plan import render_text, to_json
-
-    result = api.plan(
+def plan_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The `gpuplan.api.plan` keywords of parsed flags (the web adapter uses this too)."""
+    return dict(
         tokens=args.tokens, deadline_days=args.deadline_days, budget_usd=args.budget_usd,
         max_gpus=args.max_gpus, objective=args.objective, top=args.top, scenario=args.scenario,
         gpu=args.gpu, vendor=args.vendor, acquisition=args.acquisition, pricing=args.pricing,
         cloud=args.cloud, region=args.region, export_region=args.export_region,
         allow_consumer=args.allow_consumer, precision=args.precision, catalog=args.catalog,
-        progress=_Progress(not args.quiet and not args.json), **model_args(args),
-        **site_args(args))
-    print(dumps(to_json(result)) if args.json else render_text(result, timing=not args.no_timing))
+        **model_args(args), **site_args(args))
+
+
+def request_of(args: argparse.Namespace) -> dict[str, Any]:
+    """What the reproduce lines repeat from the request: model flags and overlays."""
+    return {**model_args(args), "catalog": list(args.catalog)}
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Bad export or output flags fail before the search, in one line."""
+    from ..errors import ConfigError, UnknownIdError
+    from ..export import TARGETS
+    from .export_cmd import check_output
+
+    if not args.export and (args.output or args.rank):
+        raise ConfigError(f"{'-o' if args.output else '--rank'} goes with --export TARGET "
+                          "(megatron, torchtitan, deepspeed, torchrun, slurm or skypilot)")
+    if args.export and args.export.strip().lower() not in TARGETS:
+        raise UnknownIdError("export target", args.export, TARGETS)
+    check_output(args.output, args.force)
+    check_output(args.html, args.force)
+
+
+def _export(doc: dict[str, Any], args: argparse.Namespace) -> str:
+    from ..errors import ConfigError
+    from ..export import export, record_from
+
+    if not doc["plans"]:
+        raise ConfigError("no plan is feasible, so there is nothing to export; run without "
+                          "--export to see what to relax")
+    record, what = record_from(doc, args.rank or 1)
+    return export(record, args.export, source={"from": f"{what} of `gpuplan plan`",
+                                               "catalog": tuple(args.catalog)})
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import api
+    from ..report.fmt import dumps
+    from ..report.plan import render_text, to_json
+    from .export_cmd import write_or_print
+
+    _check_outputs(args)
+    quiet = args.quiet or args.json or (args.export and not args.output)
+    result = api.plan(progress=_Progress(not quiet), **plan_kwargs(args))
+    request = request_of(args)
+    doc = to_json(result, request=request) if (args.json or args.export or args.html) else {}
+    write_html("plan", doc, args)
+    if args.export:
+        write_or_print(_export(doc, args), args.output, args.force)
+        if not args.output:
+            return 0
+    print(dumps(doc) if args.json else render_text(result, timing=not args.no_timing,
+                                                   request=request))
     return 0

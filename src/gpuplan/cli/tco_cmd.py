@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from . import common_options
+from .options import add_report_options, write_html
 
 EXAMPLES = """examples:
   gpuplan tco --system dgx-h100 --nodes 4 --years 4 --utilization 0.7 --electricity 0.12 --pue 1.3
@@ -73,20 +74,30 @@ def register(sub: Any) -> None:
     p.add_argument("--model", help="model id: sizes the checkpoint that prices spot interruptions")
     p.add_argument("--scenario", help="a preset from the article (startup, research, hyperscale, "
                    "gpt3-one-server): prints its assumptions and the honest answer")
+    add_report_options(p)
     common_options(p)
     p.set_defaults(func=run)
+
+
+def tco_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The `tco(...)` keywords of parsed flags (the web adapter uses this too): --pricing and
+    --catalog become tuples, --spot-interruptions is `spot_rate`."""
+    return dict(system=args.system, nodes=args.nodes, utilization=args.utilization,
+                price=args.price, host_load_factor=args.host_load_factor,
+                compare_cloud=args.compare_cloud, pricing=tuple(args.pricing or ()),
+                cloud=args.cloud, model=args.model, scenario=args.scenario,
+                catalog=tuple(args.catalog),
+                **{dest: getattr(args, dest) for dest in SITE_FLAG_HELP})
 
 
 def run(args: argparse.Namespace) -> int:
     from ..report.fmt import dumps
     from ..report.tco import render_text, to_json
     from ..search.ownership import tco
+    from .export_cmd import check_output
 
-    result = tco(system=args.system, nodes=args.nodes, utilization=args.utilization,
-                 price=args.price, host_load_factor=args.host_load_factor,
-                 compare_cloud=args.compare_cloud, pricing=tuple(args.pricing or ()),
-                 cloud=args.cloud, model=args.model, scenario=args.scenario,
-                 catalog=tuple(args.catalog),
-                 **{dest: getattr(args, dest) for dest in SITE_FLAG_HELP})
+    check_output(args.html, args.force)
+    result = tco(**tco_kwargs(args))
+    write_html("tco", to_json(result) if args.html else {}, args)
     print(dumps(to_json(result)) if args.json else render_text(result))
     return 0

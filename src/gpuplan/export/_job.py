@@ -4,7 +4,8 @@ Exporters read the JSON record that `gpuplan plan --json` (one row of `plans`) o
 `gpuplan estimate --json` prints -- the `--json` contract -- so a saved result exports the same
 way as a fresh one. `job_of` flattens both shapes into a frozen `Job`; `header` writes the
 provenance every output starts with (gpuplan version, where the record came from, the
-predicted step time, days and cost).
+predicted step time, days and cost, and the record's `reproduce` line -- a plan row carries
+it; for an older record or an estimate `report.command` writes it).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from ..catalog import Catalog, load_catalog
 from ..errors import ConfigError, GpuplanError
+from ..report.command import estimate_command
 from ..report.fmt import duration, num, usd
 from ..spec import ModelSpec, Offer
 
@@ -57,6 +59,7 @@ class Job:
     cost_usd: float | None
     mfu: float | None
     memory_gib_per_gpu: float | None
+    reproduce: str  # the `gpuplan estimate` line of the prediction (report.command)
 
     @property
     def grad_accum(self) -> int:
@@ -149,30 +152,10 @@ def job_of(record: dict[str, Any], source: dict[str, Any] | None = None) -> Job:
         pricing=str(rec.get("pricing") or ""), tokens=rec.get("tokens"),
         step_time_s=rec.get("step_time_s"), days=rec.get("time_to_train_days"),
         cost_usd=rec.get("cost_usd"), mfu=rec.get("mfu"),
-        memory_gib_per_gpu=rec.get("memory_gib_per_gpu"))
-
-
-def estimate_command(job: Job) -> str:
-    """The `gpuplan estimate` line that reproduces the record's prediction."""
-    parts = ["gpuplan estimate", f"--model {job.model_id or 'MODEL'}", f"--gpu {job.gpu}",
-             f"--gpus {job.gpus}"]
-    for name in ("tp", "pp", "cp", "ep", "vpp"):
-        if getattr(job, name) > 1:
-            parts.append(f"--{name} {getattr(job, name)}")
-    parts += [f"--zero {job.zero}", f"--micro-batch {job.micro_batch}",
-              f"--global-batch {job.global_batch}", f"--seq-len {job.seq_len}",
-              f"--precision {job.precision}", f"--recompute {job.recompute}"]
-    if job.offload:
-        parts.append("--offload")
-    if job.tokens:
-        parts.append(f"--tokens {job.tokens:.6g}")
-    if job.offer:
-        parts.append(f"--offer {job.offer.id}")
-    elif job.system:
-        parts.append(f"--system {job.system}")
-    if job.pricing:
-        parts.append(f"--pricing {job.pricing}")
-    return " ".join(parts)
+        memory_gib_per_gpu=rec.get("memory_gib_per_gpu"),
+        reproduce=str(rec.get("reproduce") or estimate_command(
+            {**rec, "offer": offer.id if offer else None, "system": system},
+            catalog=tuple((source or {}).get("catalog", ())))))
 
 
 def header(job: Job, source: dict[str, Any]) -> list[str]:
@@ -200,7 +183,7 @@ def header(job: Job, source: dict[str, Any]) -> list[str]:
         pred.append(f"{num(job.memory_gib_per_gpu)} GiB/GPU")
     if pred:
         lines.append("predicted: " + ", ".join(pred) + " (an estimate; measure the first steps)")
-    lines.append("reproduce: " + estimate_command(job))
+    lines.append("reproduce: " + job.reproduce)
     return lines
 
 

@@ -83,9 +83,10 @@ def _plan(r: dict[str, Any]) -> list[str]:
     if r.get("excluded"):
         rows = [[k, f"{v:,}"] for k, v in sorted(r["excluded"].items(), key=lambda kv: -kv[1])]
         out += ["<h2>Excluded candidates</h2>", table((("reason", ""), ("count", "r")), rows)]
-    if r.get("commands"):
+    commands = r.get("commands") or [p["reproduce"] for p in r["plans"] if p.get("reproduce")]
+    if commands:
         out += ["<h2>Reproduce</h2>", "<ol>" + "".join(
-            f"<li><code>{escape(c)}</code></li>" for c in r["commands"]) + "</ol>"]
+            f"<li><code>{escape(c)}</code></li>" for c in commands) + "</ol>"]
     a = r.get("assumptions") or {}
     if a:
         out += ["<h2>Assumptions</h2>",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..search.results import Comparison, Favourite, Note, PlanResult, PlanRow, Relax, SizeResult
+from .command import estimate_command, site_args
 from .fmt import duration, jsonable, num, pct, table, usd
 from .reasons import PLATFORM_REASONS, reason
 
@@ -227,8 +229,20 @@ def _platforms_by_reason(r: PlanResult) -> dict[str, list[str]]:
     return out
 
 
-def render_text(r: PlanResult, *, timing: bool = True) -> str:
-    """The plan as text; `timing=False` leaves out the search time (golden files)."""
+def reproduce(r: PlanResult, row: PlanRow, request: Mapping[str, Any] | None = None) -> str:
+    """The `gpuplan estimate` line that computes `row` again, stating the site assumptions its
+    cost rests on. `request`: the plan's model flags (a config.json path or an explicit shape
+    is repeated as given) and `catalog` overlays."""
+    req = request or {}
+    return estimate_command({**jsonable(row), "model": r.model, "tokens": r.tokens}, model=req,
+                            site=site_args(jsonable(r.assumptions), row.pricing),
+                            catalog=req.get("catalog") or ())
+
+
+def render_text(r: PlanResult, *, timing: bool = True,
+                request: Mapping[str, Any] | None = None) -> str:
+    """The plan as text; `timing=False` leaves out the search time (golden files); `request`
+    as for `reproduce`."""
     lines = _scenario_lines(r)
     cons = []
     if r.deadline_days is not None:
@@ -244,6 +258,7 @@ def render_text(r: PlanResult, *, timing: bool = True) -> str:
               f"layout points){took}; {r.feasible:,} feasible", ""]
     if r.plans:
         lines += [plans_table(r.plans), ""] + [f"- {w}" for w in why(r)]
+        lines += ["", "reproduce the winner: " + reproduce(r, r.plans[0], request)]
     else:
         lines += ["NO FEASIBLE PLAN."] + [f"- {relax(x)}" for x in r.relax]
     lines += _pick_lines(r)
@@ -260,11 +275,15 @@ def _size_json(o: SizeResult) -> dict[str, Any]:
     return {k: v for k, v in jsonable(o).items() if v is not None or k == "scaling_efficiency"}
 
 
-def to_json(r: PlanResult) -> dict[str, Any]:
+def to_json(r: PlanResult, *, request: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The `--json` contract: the keys of gpuplan 0.1 (sentences where it had sentences) and,
-    beside each list of sentences, its structured form (`*_detail`, reason codes)."""
+    beside each list of sentences, its structured form (`*_detail`, reason codes); each plan
+    row's `reproduce` line and the winner's as `reproduce` (`request` as for `reproduce`)."""
     out = jsonable(r)
+    lines = [reproduce(r, row, request) for row in r.plans]
     out.update(
+        plans=[{**row, "reproduce": line} for row, line in zip(out["plans"], lines, strict=True)],
+        reproduce=lines[0] if lines else None,
         best={obj: jsonable(row) for obj, row in r.best},
         excluded={reason(e.reason): e.count for e in r.excluded},
         excluded_codes={e.reason: e.count for e in r.excluded},

@@ -1,10 +1,18 @@
 """The one door from HTTP into gpuplan: `run(command, body) -> dict`.
 
-Today it turns a request body (the CLI's flag names with underscores) into CLI arguments and
-runs `gpuplan.cli.main(argv + ["--json"])` in-process, capturing what it prints. Everything
-the web layer knows about a command's fields comes from the CLI's own argparse parser
-(`fields(command)`), so the API, its OpenAPI schema and the CLI cannot drift apart. When the
-public Python API lands, only the body of `run` changes.
+A request body uses the CLI's flag names with underscores (the argparse dests). Everything the
+web layer knows about a command's fields comes from the CLI's own argparse parser
+(`fields(command)`), so the API, its OpenAPI schema and the CLI cannot drift apart.
+
+plan, estimate and tco call the library: the body is checked and typed by that parser (so a
+bad value gets the CLI's own line), the parsed flags become the API's keywords through the
+same function the CLI uses (`plan_kwargs`, `estimate_kwargs`, `tco_kwargs` in `gpuplan.cli`),
+and the result goes through `report.*.to_json` -- the CLI's `--json`, byte for byte. The names
+are the flags' dests except where those functions say: `no_sp` -> `sp=False`,
+`no_flash_attention` -> `flash_attention=False` (estimate) and `spot_interruptions` ->
+`spot_rate` (tco; its dest is already `spot_rate`). A `GpuplanError` is a 422 whose message is
+the CLI's line (`gpuplan: error: ...`). The catalog listings and validate still run the CLI
+in-process and capture what it prints.
 
 Bad input raises `RequestError(status, message)` whose message is the CLI's own one line.
 """
@@ -37,7 +45,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 }
 # never taken from a request: files on the server, output switches, progress bars
 HIDDEN = {"help", "json", "catalog", "quiet", "func", "command", "catalog_command", "what",
-          "html", "format", "version"}
+          "html", "format", "version", "force", "export", "rank"}
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")  # an id or alias, never a path
 MAX_CONFIG_BYTES = 1 << 20
 
@@ -97,6 +105,9 @@ def _parser(command: str) -> argparse.ArgumentParser:
     for word in COMMANDS[command]:
         sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
         p = sub.choices[word]
+    # this copy of the parser (the web's own) raises its usage line instead of exiting
+    p.error = lambda message: _raise(  # type: ignore[method-assign]
+        f"{p.prog}: error: {message} (see `{p.prog} --help`)")
     return p
 
 
@@ -221,6 +232,63 @@ def _config_file(body: dict[str, Any]) -> str | None:
     return path
 
 
+class _ParseError(Exception):
+    pass
+
+
+def _raise(message: str) -> Any:
+    raise _ParseError(message)
+
+
+def parse(command: str, argv: list[str]) -> argparse.Namespace:
+    """The CLI's parser on `argv` (with its command words); RequestError with the CLI's usage
+    line (`gpuplan plan: error: ... (see ...)`) when argparse refuses it."""
+    p = _parser(command)
+    try:
+        return p.parse_args(argv[len(COMMANDS[command]):])
+    except _ParseError as err:
+        raise RequestError(422, str(err)) from None
+
+
+def call_api(command: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The `--json` document of plan, estimate or tco for parsed flags, from the library."""
+    if command == "plan":
+        from .. import api
+        from ..cli.plan_cmd import plan_kwargs, request_of
+        from ..report import plan
+
+        return plan.to_json(api.plan(**plan_kwargs(args)), request=request_of(args))
+    if command == "estimate":
+        from .. import api
+        from ..cli.estimate_cmd import estimate_kwargs
+        from ..report import estimate
+
+        return estimate.to_json(api.estimate(**estimate_kwargs(args)))
+    from ..cli.tco_cmd import tco_kwargs
+    from ..report import tco as tco_report
+    from ..search.ownership import tco
+
+    return tco_report.to_json(tco(**tco_kwargs(args)))
+
+
+LIBRARY = ("plan", "estimate", "tco")
+
+
+def _library(command: str, argv: list[str], path: str | None) -> dict[str, Any]:
+    from ..errors import GpuplanError
+    from ..report.fmt import jsonable
+
+    args = parse(command, argv)
+    try:
+        doc = jsonable(call_api(command, args))
+    except GpuplanError as err:
+        line = f"gpuplan: error: {err}".splitlines()[0]
+        raise RequestError(422, line.replace(path, "config.json") if path else line) from None
+    if path:  # the reproduce lines name the upload as the user's own config.json
+        doc = json.loads(json.dumps(doc).replace(json.dumps(path)[1:-1], "config.json"))
+    return doc  # type: ignore[no-any-return]
+
+
 def run(command: str, body: dict[str, Any]) -> dict[str, Any] | list[Any]:
     """What `gpuplan COMMAND ... --json` prints for this body, parsed; RequestError on bad input."""
     if command not in COMMANDS:
@@ -232,13 +300,13 @@ def run(command: str, body: dict[str, Any]) -> dict[str, Any] | list[Any]:
     try:
         if path:
             argv.append(f"--model={path}")
+        if command in LIBRARY:
+            return _library(command, argv, path)
         code, out, err = call_cli(argv + ["--json"])
     finally:
         if path:
             os.unlink(path)
     if code != 0:
         line = err.strip().splitlines()[-1] if err.strip() else f"gpuplan exited with {code}"
-        if path:
-            line = line.replace(path, "config.json")
         raise RequestError(422, line)
     return json.loads(out)  # type: ignore[no-any-return]

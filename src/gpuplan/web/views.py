@@ -9,17 +9,15 @@ line), `tco` (buy against rent for the best plan that can be owned) and `charts`
 from __future__ import annotations
 
 import math
-import shlex
 from typing import Any
 
 from ..report import svg
+from ..report.command import estimate_args, shell_line, site_args
 from ..report.html import plan_rows
 from .adapter import RequestError, fields, run
 
 MODEL_FIELDS = ("model", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "mlp",
                 "tied_embeddings", "config")
-SITE_FIELDS = ("utilization", "years", "electricity", "pue", "grid_intensity", "interruptions",
-               "reuse")
 MAX_ROW_ESTIMATES = 10
 MEMORY_BARS = 6  # ranked plans drawn in the memory chart
 
@@ -27,37 +25,23 @@ MEMORY_BARS = 6  # ranked plans drawn in the memory chart
 def command_line(command: str, body: dict[str, Any]) -> str:
     """The shell command that sends `body` to `command` (an uploaded config as config.json)."""
     known = fields(command)
-    words = ["gpuplan", *command.split("/")]
-    for name, value in body.items():
-        f = known.get(name)
-        if f is None or value is None or value is False or value == []:
-            continue
-        if name == "config":
-            words += ["--model", "config.json"]
-        elif value is True:
-            words.append(f.flag)
-        else:
-            for v in value if isinstance(value, list) else [value]:
-                words += [f.flag, str(v)]
-    return " ".join(shlex.quote(w) for w in words)
+    args = {k: ("config.json" if k == "config" else v) for k, v in body.items() if k in known}
+    return shell_line(command, args, {**{k: f.flag for k, f in known.items()},
+                                      "config": "--model"})
 
 
 def estimate_body(row: dict[str, Any], plan: dict[str, Any],
                   request: dict[str, Any]) -> dict[str, Any]:
-    """The `estimate` request that reproduces one ranked plan (as tests/test_plan.py checks)."""
-    body: dict[str, Any] = {k: request[k] for k in MODEL_FIELDS if request.get(k) is not None}
-    if not any(k in body for k in ("config", "layers")):
-        body = {"model": plan["model"]}
-    body.update(gpu=row["gpu"], gpus=row["gpus"], tp=row["tp"], pp=row["pp"], cp=row["cp"],
-                ep=row["ep"], zero=row["zero"], micro_batch=row["micro_batch"],
-                global_batch=row["global_batch"], seq_len=row["seq_len"],
-                recompute=row["recompute"], precision=row["precision"],
-                tokens=request.get("tokens") or f"{plan['tokens']:.6g}", pricing=row["pricing"])
-    if row.get("offer"):
-        body["offer"] = row["offer"]
-    else:
-        body["system"] = row["system"]
-    body.update({k: request[k] for k in SITE_FIELDS if request.get(k) is not None})
+    """The `estimate` request that reproduces one ranked plan: the fields of its `reproduce`
+    line (`report.command.estimate_args`), an uploaded config sent again as `config`."""
+    given = {k: request[k] for k in MODEL_FIELDS if request.get(k) is not None}
+    if "config" in given:
+        given = {"model": "config.json"}
+    body = estimate_args({**row, "model": plan["model"], "tokens": plan["tokens"]}, model=given,
+                         site=site_args(plan.get("assumptions") or {}, row["pricing"]))
+    if "config" in request:
+        del body["model"]
+        body["config"] = request["config"]
     return body
 
 
@@ -87,7 +71,7 @@ def plan_view(request: dict[str, Any]) -> dict[str, Any]:
     tco_body = _tco_body(result, request)
     tco = run("tco", tco_body) if tco_body else None
     result["command"] = command_line("plan", request)
-    result["commands"] = [command_line("estimate", b) for b in bodies]
+    result["commands"] = [r["reproduce"] for r in rows]
     result["estimates"] = estimates
     result["tco"] = tco
     result["tco_command"] = command_line("tco", tco_body) if tco_body else None
