@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from gpuplan.estimate.memory import memory_breakdown
+from gpuplan.estimators.memory import memory_breakdown
 from gpuplan.spec import Layout, ModelSpec
 
 LLAMA2_70B = ModelSpec(id="llama2-70b", name="Llama 2 70B", layers=80, hidden=8192, heads=64,

@@ -16,7 +16,7 @@ import pytest
 
 from gpuplan.catalog import load_catalog
 from gpuplan.cli import main
-from gpuplan.estimate import cost
+from gpuplan.estimators import cost
 from gpuplan.units import DAY
 
 REL = 1e-9

@@ -33,7 +33,7 @@ def test_import_is_light():
 
 def test_estimate_is_callable_after_the_estimators_are_imported():
     """`gpuplan.estimate` is also the estimators' package; calling it is the API call."""
-    import gpuplan.estimate.memory  # noqa: F401  (binds the package to gpuplan.estimate)
+    import gpuplan.estimators.memory  # noqa: F401  (binds the package to gpuplan.estimate)
 
     assert gpuplan.estimate(**ESTIMATE).gpus == 64
 

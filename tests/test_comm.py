@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuplan.estimate import comm
+from gpuplan.estimators import comm
 
 GB = 1e9
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuplan.catalog import load_catalog
-from gpuplan.estimate.compute import (
+from gpuplan.estimators.compute import (
     FWD_BWD,
     ROUTER_BYTES_PER_EXPERT,
     Efficiency,

@@ -1,4 +1,4 @@
-"""estimate/cost.py against hand computations, a published failure rate, Daly's exact renewal
+"""estimators/cost.py against hand computations, a published failure rate, Daly's exact renewal
 formula, and hypothesis properties (issue #5). No catalog numbers: every input is written here.
 
 Exact arithmetic is compared with a relative tolerance of 1e-12 (float rounding only).
@@ -14,7 +14,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gpuplan.errors import ConfigError
-from gpuplan.estimate import cost as c
+from gpuplan.estimators import cost as c
 
 EXACT = 1e-12
 H_YEAR = 365.25 * 24  # 8,766 hours

@@ -15,7 +15,7 @@ LAYERS = {
     "units": 0, "errors": 0,
     "spec": 1, "rules": 1,
     "catalog": 2, "workload": 2, "prices": 2, "userfile": 2,
-    "estimate": 3,
+    "estimators": 3,
     "search": 4, "api": 4,
     "report": 5, "export": 5, "validation": 5, "calibrate": 5,
     "cli": 6, "web": 6, "__main__": 6,
@@ -81,11 +81,11 @@ def test_estimators_never_import_one_another():
     bad = []
     for module, path, is_pkg in _modules():
         parts = module.split(".")
-        if parts[0] != "estimate" or len(parts) < 2 or parts[1] not in ESTIMATORS:
+        if parts[0] != "estimators" or len(parts) < 2 or parts[1] not in ESTIMATORS:
             continue
         for target in _imports(module, path, is_pkg):
             t = target.split(".")
-            if (t[0] == "estimate" and len(t) > 1 and t[1] in ESTIMATORS
+            if (t[0] == "estimators" and len(t) > 1 and t[1] in ESTIMATORS
                     and ESTIMATORS[t[1]] != ESTIMATORS[parts[1]]):
                 bad.append(f"{module} imports {target}")
     assert bad == []

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gpuplan.errors import ConfigError
-from gpuplan.estimate.memory import (
+from gpuplan.estimators.memory import (
     adafactor_state_per_param,
     inflight_microbatches,
     layer_activation_bytes,
@@ -287,7 +287,7 @@ def test_single_gpu_weights_count_every_parameter_once(model):
     ModelSpec.total_params(); with pp = 2 the two stages hold it plus the tied-embedding copy."""
     one = memory_breakdown(model, Layout(precision=FP32), **NO_OVERHEAD)
     assert float(one.weights) == 4 * model.total_params()
-    from gpuplan.estimate.shapes import stages
+    from gpuplan.estimators.shapes import stages
 
     first, last = stages(model, 1, 2, 1)
     held = float(first.total + last.total)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from gpuplan.estimate.memory import memory_breakdown
+from gpuplan.estimators.memory import memory_breakdown
 from gpuplan.report.estimate import fit_phrase
 from gpuplan.search.fit import fit_options
 from gpuplan.spec import R_NONE, Layout, ModelSpec

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuplan.estimate.memory import layer_activation_bytes, memory_breakdown, stage_breakdowns
+from gpuplan.estimators.memory import layer_activation_bytes, memory_breakdown, stage_breakdowns
 from gpuplan.spec import R_FULL, R_NONE, R_SELECTIVE, Layout, ModelSpec
 
 OVERHEAD = dict(runtime_overhead_bytes=2.0**30, fragmentation=0.05)
@@ -173,7 +173,7 @@ def test_vectorized_equals_elementwise(model, lays):
 def test_blocked_evaluation_equals_one_block(monkeypatch):
     """Large grids are evaluated in blocks of CHUNK configurations; a 2-D broadcast grid cut into
     blocks of 7 gives bit-identical results to one block, in the broadcast shape."""
-    from gpuplan.estimate import memory
+    from gpuplan.estimators import memory
 
     model = ModelSpec(id="m", name="m", layers=16, hidden=1024, heads=16, kv_heads=4, ffn=2816,
                       vocab=32000, mlp="swiglu")

@@ -1,4 +1,4 @@
-"""estimate/shapes.py: the one definition of parameters per GPU and the other derived sizes that
+"""estimators/shapes.py: the one definition of parameters per GPU and the other derived sizes that
 memory and timing share (#9)."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuplan.estimate import shapes
-from gpuplan.estimate.compute import Efficiency
-from gpuplan.estimate.memory import stage_breakdowns
-from gpuplan.estimate.timing import step_time
+from gpuplan.estimators import shapes
+from gpuplan.estimators.compute import Efficiency
+from gpuplan.estimators.memory import stage_breakdowns
+from gpuplan.estimators.timing import step_time
 from gpuplan.spec import Hardware, Layout, ModelSpec
 
 DENSE = ModelSpec(id="d", name="d", layers=8, hidden=512, heads=8, kv_heads=2, ffn=2048,
@@ -64,7 +64,7 @@ def test_memory_and_timing_count_the_same_optimizer_parameters(model, zero):
     """The optimizer step time streams OPTIMIZER_STEP_BYTES per parameter whose state this GPU
     holds; the memory model holds 12 B (AdamW, mixed) for the same parameters. Both come from
     shapes.sharded_params, so the counts agree (to float round-off, 1e-12)."""
-    from gpuplan.estimate.compute import ADAMW_STEP_BYTES_PER_PARAM
+    from gpuplan.estimators.compute import ADAMW_STEP_BYTES_PER_PARAM
 
     lay = Layout(tp=2, pp=2, dp=4, cp=2, ep=2 if model.is_moe else 1, zero=zero,
                  global_batch=8, seq_len=1024)

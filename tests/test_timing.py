@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from gpuplan.catalog import load_catalog
 from gpuplan.errors import ConfigError
-from gpuplan.estimate import comm
-from gpuplan.estimate.compute import Efficiency
-from gpuplan.estimate.timing import (
+from gpuplan.estimators import comm
+from gpuplan.estimators.compute import Efficiency
+from gpuplan.estimators.timing import (
     BOTTLENECKS,
     TIMING_PARTS,
     TimingBreakdown,

@@ -27,8 +27,8 @@ import numpy as np
 
 from .catalog import Catalog, read_package_csv
 from .errors import CatalogError
-from .estimate.compute import Efficiency, flops_per_token
-from .estimate.timing import BOTTLENECKS, step_time
+from .estimators.compute import Efficiency, flops_per_token
+from .estimators.timing import BOTTLENECKS, step_time
 from .search.hardware import efficiency_for, hardware_for
 from .spec import PRECISIONS, R_FULL, RECOMPUTE, Layout, ModelSpec, code
 

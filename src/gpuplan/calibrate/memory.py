@@ -149,7 +149,7 @@ def predict(cfg: HarnessConfig) -> dict[str, Any]:
     """The estimate for the same model and setting (one GPU, one micro-batch, no overhead)."""
     import numpy as np
 
-    from ..estimate.memory import (
+    from ..estimators.memory import (
         layer_activation_bytes,
         logits_bytes,
         memory_breakdown,

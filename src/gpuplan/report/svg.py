@@ -367,7 +367,7 @@ def _panel(name: str, label: str, pts: list[dict[str, Any]], key: str, sx: Scale
 def buy_rent_series(tco: dict[str, Any]) -> dict[str, Any]:
     """Cumulative-cost lines: own = capex + opex per month x m; each cloud mode's cheapest offer
     = its monthly bill x m (the bill of `estimate.cost.break_even_months`)."""
-    from ..estimate.cost import HOURS_PER_MONTH
+    from ..estimators.cost import HOURS_PER_MONTH
 
     months = max(1.0, float(tco["years"]) * 12)
     own = {"up_front_usd": float(tco["cash_up_front_usd"]),

@@ -14,9 +14,9 @@ import numpy as np
 
 from ..catalog import Catalog
 from ..errors import ConfigError
-from ..estimate import cost as costm
-from ..estimate import memory, timing
-from ..estimate.compute import Efficiency
+from ..estimators import cost as costm
+from ..estimators import memory, timing
+from ..estimators.compute import Efficiency
 from ..spec import Accelerator, Hardware, Layout, ModelSpec, System
 from ..units import DAY, HOUR, GiB
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..estimate.memory import memory_breakdown
+from ..estimators.memory import memory_breakdown
 from ..spec import RECOMPUTE, Layout, ModelSpec
 from ..units import GiB
 from .results import FitOption

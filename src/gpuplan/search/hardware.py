@@ -20,7 +20,7 @@ import numpy as np
 
 from ..catalog import Catalog
 from ..errors import ConfigError
-from ..estimate.compute import Efficiency
+from ..estimators.compute import Efficiency
 from ..spec import PRECISIONS, Accelerator, Hardware, Offer, System
 from .platforms import DEFAULT_LATENCY_S, Platform, default_system, platform_of
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..catalog import Catalog
 from ..errors import ConfigError
-from ..estimate import cost as costm
+from ..estimators import cost as costm
 from ..spec import PRECISIONS, RECOMPUTE, Layout, ModelSpec
 from ..units import GiB
 from . import feasibility as fz

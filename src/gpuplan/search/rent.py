@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..catalog import Catalog
-from ..estimate import cost
+from ..estimators import cost
 from ..spec import Accelerator, ModelSpec, Offer
 from .evaluate import Site, run_goodput
 

@@ -10,8 +10,8 @@ import numpy as np
 
 from ..catalog import Catalog
 from ..errors import ConfigError
-from ..estimate import cost as costm
-from ..estimate.timing import TIMING_PARTS
+from ..estimators import cost as costm
+from ..estimators.timing import TIMING_PARTS
 from ..spec import OPTIMIZERS, PRECISIONS, RECOMPUTE, Accelerator, Layout, ModelSpec
 from ..units import GiB
 from . import feasibility as fz

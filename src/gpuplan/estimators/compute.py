@@ -200,7 +200,7 @@ def elementwise_bytes_per_token_layer(model: ModelSpec, act_bytes: Any, ep: Any 
 #   router      logits (fp32) for all E experts, softmax, top-k: write 4E bytes, read + write
 #               8E, read 4E = 16 E bytes (our count; ROUTER_BYTES_PER_EXPERT);
 #   permute     gather the token into k expert-ordered copies: read k h, write k h;
-#   all-to-all  dispatch (communication, estimate/comm.py);
+#   all-to-all  dispatch (communication, estimators/comm.py);
 #   sort        with several local experts on an EP rank, the chunks received from each rank
 #               are re-ordered expert-major (sort_chunks_by_idxs): read + write k h, and the
 #               inverse before the combine all-to-all: read + write k h again;

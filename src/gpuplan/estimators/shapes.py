@@ -14,7 +14,7 @@ quantity has its one definition here; `memory` and `timing` import it, so they c
   all-reduces their gradients), so it is counted once per stage that holds it. With pp = 1
   the one stage holds the embedding and the head (once when tied) and the final norm.
 - Activation element size: 4 B in fp32, 2 B otherwise (FP8 recipes keep 16-bit activations
-  outside the GEMM inputs; see `estimate/memory.py`).
+  outside the GEMM inputs; see `estimators/memory.py`).
 - ZeRO shard group: dp * cp (Megatron-LM's data-parallel group with context parallelism, whose
   ranks hold the same weights); expert parameters live on dp * cp / ep ranks.
 """

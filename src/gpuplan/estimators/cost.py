@@ -420,7 +420,7 @@ def break_even_months(capex_usd: Any, opex_usd_per_month: Any, gpus: Any, utiliz
 
 
 # --- first-order size of a job: an independent cross-check for tests, never an answer ------
-# (every answer goes through estimate/timing.py via search/evaluate.py)
+# (every answer goes through estimators/timing.py via search/evaluate.py)
 def training_flops_6nd(params: Any, tokens: Any) -> np.ndarray:
     # C = 6 N D: forward 2 N D + backward 4 N D FLOP (Kaplan et al. 2020, sec. 2.1,
     # https://arxiv.org/abs/2001.08361); attention FLOPs neglected

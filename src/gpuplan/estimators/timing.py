@@ -12,7 +12,7 @@ compute_s covers GEMMs (and routed experts, whose grouped GEMMs take the efficie
 smallest dimension, compute.expert_gemm_dim) at the calibrated matmul efficiency and the
 attention core in 16 bits at attention_ratio x that efficiency; memory_s includes the MoE
 token routing traffic (compute.moe_routing_elems_per_token). Communication hides behind
-compute by named overlap fractions (estimate/comm.py) that share one budget, the GEMM time.
+compute by named overlap fractions (estimators/comm.py) that share one budget, the GEMM time.
 bubble_s = (pp - 1) / (microbatches * vpp) x the pipeline's busy time, the interleaved 1F1B
 bubble of Narayanan et al. 2021 (arXiv 2104.04473, section 2.2.2).
 """
