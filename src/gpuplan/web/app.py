@@ -114,6 +114,23 @@ class Api:
                                "the command line shows where")
 
 
+async def _openapi(request: Request) -> Response:
+    from .openapi import schema
+
+    return JSONResponse(schema())
+
+async def _page(request: Request) -> Response:
+    name = request.path_params.get("name", "index.html")
+    if name != "index.html" and name not in STATIC:
+        return _error(404, f"no file '{name}'")
+    text = resources.files("gpuplan.web").joinpath("static", name).read_text()
+    return Response(text, media_type=STATIC.get(name, "text/html"))
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return _error(exc.status_code, f"{exc.detail}: {request.method} {request.url.path}")
+
+
 def create_app(time_limit_s: float = 20.0, workers: int = 4) -> Starlette:
     api = Api(time_limit_s=time_limit_s, workers=workers)
 
@@ -152,31 +169,15 @@ def create_app(time_limit_s: float = 20.0, workers: int = 4) -> Starlette:
             return _error(err.status, err.message)
         return HTMLResponse(render_html(command, data))
 
-    async def openapi(request: Request) -> Response:
-        from .openapi import schema
-
-        return JSONResponse(schema())
-
-    async def page(request: Request) -> Response:
-        name = request.path_params.get("name", "index.html")
-        if name != "index.html" and name not in STATIC:
-            return _error(404, f"no file '{name}'")
-        text = resources.files("gpuplan.web").joinpath("static", name).read_text()
-        return Response(text, media_type=STATIC.get(name, "text/html"))
-
-    async def http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
-        return _error(exc.status_code, f"{exc.detail}: {request.method} {request.url.path}")
-
     routes = [
-        Route("/", page),
-        Route("/static/{name}", page),
-        Route("/openapi.json", openapi),
+        Route("/", _page),
+        Route("/static/{name}", _page),
+        Route("/openapi.json", _openapi),
         Route("/api/{command:str}", compute, methods=["POST"]),
         Route("/api/report/{command:str}", report, methods=["POST"]),
         Route("/api/catalog/{what:str}", listing),
         Route("/api/validate", listing),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     app.state.api = api
     return app
