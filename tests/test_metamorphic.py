@@ -71,10 +71,12 @@ def test_doubling_tokens_doubles_time_and_on_demand_cost(model, gpu, gpus, tp, t
        tokens=st.floats(5e10, 2e12))
 def test_plan_on_demand_scales_with_tokens(model, gpu, tokens):
     """With one pricing mode whose cost is per hour, every candidate's time and cost double,
-    so the winner is the same layout at twice the time and cost."""
-    one = winner(plan(model, gpu, tokens, "--pricing", "on-demand"))
+    so the winner is the same layout at twice the time and cost. (A deadline far beyond both
+    runs replaces the default one of 365 days, which would rule out the doubled run.)"""
+    args = ("--pricing", "on-demand", "--deadline-days", "1e6")
+    one = winner(plan(model, gpu, tokens, *args))
     assume(one is not None)
-    two = winner(plan(model, gpu, 2 * tokens, "--pricing", "on-demand"))
+    two = winner(plan(model, gpu, 2 * tokens, *args))
     assert two is not None
     assert close(two["time_to_train_days"], 2 * one["time_to_train_days"])
     assert close(two["cost_usd"], 2 * one["cost_usd"])
