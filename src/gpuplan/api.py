@@ -27,7 +27,7 @@ from .errors import ConfigError
 from .search.results import Estimate, PlanResult
 from .spec import ModelSpec
 from .units import parse_count
-from .workload import default_global_batch, default_seq_len
+from .workload import check_tokens, default_global_batch, default_seq_len
 
 if TYPE_CHECKING:
     from .search.ownership import TcoResult
@@ -146,7 +146,10 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
                         flash_attention=flash_attention, dropout=dropout)
     if offer and usd_per_gpu_hour is not None:
         raise ConfigError("give either --offer or --usd-per-gpu-hour, not both")
-    return single.estimate(cat, m, acc, layout, gpus=n, tokens=_tokens(tokens), offer=offer,
+    value = _tokens(tokens)
+    if value is not None:
+        check_tokens(value, int(layout.global_batch) * int(layout.seq_len), tokens)
+    return single.estimate(cat, m, acc, layout, gpus=n, tokens=value, offer=offer,
                            system=system, usd_per_gpu_hour=usd_per_gpu_hour, pricing=pricing,
                            overrides={SITE_FLAGS[k]: flags.get(k) for k in SITE_FLAGS})
 
@@ -190,9 +193,10 @@ def _request(cat: Catalog, m: ModelSpec, a: dict[str, Any], flags: dict[str, Any
                       region=a["region"] or "", export_region=a["export_region"] or "",
                       allow_consumer=bool(a["allow_consumer"]))
     budget = a["budget_usd"]
+    gb = a["global_batch"] or default_global_batch(seq, 1)
     return Request(
-        model=m, tokens=parse_count(a["tokens"], "--tokens"), seq_len=seq,
-        global_batch=a["global_batch"] or default_global_batch(seq, 1),
+        model=m, tokens=check_tokens(parse_count(a["tokens"], "--tokens"), gb * seq, a["tokens"]),
+        seq_len=seq, global_batch=gb,
         deadline_days=float(a["deadline_days"]) if a["deadline_days"] is not None else None,
         budget_usd=parse_count(budget, "--budget-usd") if budget is not None else None,
         max_gpus=int(a["max_gpus"] or DEFAULT_MAX_GPUS), objective=a["objective"],

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ConfigError
+from .errors import ConfigError, quote
 from .rules import MAX_BATCH as MAX_BATCH
 from .rules import MAX_LAYERS as MAX_LAYERS
 from .rules import MAX_SEQ_LEN as MAX_SEQ_LEN
@@ -35,7 +35,8 @@ def code(table: tuple[str, ...], name: str, what: str) -> int:
     try:
         return table.index(name)
     except ValueError:
-        raise ConfigError(f"unknown {what} '{name}'; choose one of: {', '.join(table)}") from None
+        raise ConfigError(
+            f"unknown {what} {quote(name)}; choose one of: {', '.join(table)}") from None
 
 
 @dataclass(frozen=True, kw_only=True)

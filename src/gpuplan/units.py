@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from .errors import ConfigError
+from .errors import ConfigError, quote
 
 KiB, MiB, GiB, TiB = 2**10, 2**20, 2**30, 2**40
 KB, MB, GB, TB = 1e3, 1e6, 1e9, 1e12
@@ -24,11 +24,11 @@ def parse_count(text: str | float | int, what: str = "value") -> float:
         m = _NUM.match(str(text).replace(",", "").replace("_", ""))
         if not m:
             raise ConfigError(
-                f"cannot read {what} '{text}'; write a number such as 2e12, 2T, 300B or 1.5M"
+                f"cannot read {what} {quote(text)}; write a number such as 2e12, 2T, 300B or 1.5M"
             )
         value = float(m.group(1)) * _SUFFIX[m.group(2).lower()]
     if not math.isfinite(value) or value < 0:
-        raise ConfigError(f"{what} must be a finite non-negative number, got '{text}'")
+        raise ConfigError(f"{what} must be a finite number >= 0, got {quote(text)}")
     return value
 
 

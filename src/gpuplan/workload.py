@@ -3,79 +3,214 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from .catalog import Catalog
-from .errors import ConfigError
+from .errors import ConfigError, quote
 from .spec import ModelSpec
 
+MAX_CONFIG_BYTES = 16 * 2**20  # a config.json is a few kB; anything this large is not one
+PATH_LIMIT = 160  # characters of a path a message shows
 
-def _first(cfg: dict[str, Any], *keys: str) -> Any:
+# ModelSpec field -> (config.json keys, smallest, largest). The bounds are far beyond any real
+# model (Llama 3 405B: 126 layers, hidden 16384) but keep every later search bounded.
+INT_FIELDS: dict[str, tuple[tuple[str, ...], int, int]] = {
+    "layers": (("num_hidden_layers", "n_layer", "num_layers"), 1, 10_000),
+    "hidden": (("hidden_size", "n_embd", "d_model"), 1, 1_000_000),
+    "heads": (("num_attention_heads", "n_head", "num_heads"), 1, 100_000),
+    "vocab": (("vocab_size",), 1, 100_000_000),
+    "kv_heads": (("num_key_value_heads", "num_kv_heads"), 1, 100_000),
+    "ffn": (("intermediate_size", "n_inner", "ffn_dim"), 1, 10_000_000),
+    "experts": (("num_local_experts", "n_routed_experts", "num_experts"), 0, 100_000),
+    "experts_per_token": (("num_experts_per_tok", "moe_topk"), 0, 100_000),
+    "moe_ffn": (("moe_intermediate_size",), 0, 10_000_000),
+    "shared_experts": (("n_shared_experts",), 0, 100_000),
+    "dense_layers": (("first_k_dense_replace",), 0, 10_000),
+    "max_seq_len": (("max_position_embeddings", "n_positions"), 1, 100_000_000),
+    "head_dim": (("head_dim",), 0, 100_000),
+    "nope_head_dim": (("qk_nope_head_dim",), 0, 100_000),  # MLA: the head_dim without rotary
+    "q_lora_rank": (("q_lora_rank",), 0, 1_000_000),
+    "kv_lora_rank": (("kv_lora_rank",), 0, 1_000_000),
+    "rope_head_dim": (("qk_rope_head_dim",), 0, 100_000),
+    "v_head_dim": (("v_head_dim",), 0, 100_000),
+}
+REQUIRED = ("layers", "hidden", "heads", "vocab")
+
+# model_type -> gated (SwiGLU/GeGLU, 3 matrices) or not (2 matrices)
+GATED_TYPES = frozenset((
+    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2",
+    "deepseek_v3", "gemma", "gemma2", "gemma3", "gemma3_text", "phi3", "olmo", "olmo2",
+    "internlm2", "granite", "granitemoe", "cohere", "cohere2", "dbrx", "starcoder2_gated",
+    "baichuan", "yi", "exaone", "minicpm", "stablelm"))
+PLAIN_TYPES = frozenset((
+    "gpt2", "gpt_neox", "gptj", "gpt_neo", "bert", "roberta", "opt", "bloom", "falcon",
+    "gpt_bigcode", "phi", "mpt", "starcoder2", "codegen", "xlm-roberta", "electra"))
+# an `architectures` entry without its head suffix, lower case and without '_' -> model_type
+_HEADS = ("ForCausalLM", "LMHeadModel", "ForMaskedLM", "ForPreTraining", "ForConditionalGeneration",
+          "Model")
+GATED_ACTS = ("silu", "swish", "swiglu", "geglu")
+PLAIN_ACTS = ("gelu", "relu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "quick_gelu")
+
+
+def _first(cfg: dict[str, Any], *keys: str) -> tuple[str, Any]:
     for k in keys:
-        if k in cfg and cfg[k] is not None:
-            return cfg[k]
-    return None
+        if cfg.get(k) is not None:
+            return k, cfg[k]
+    return keys[0], None
+
+
+def _read_json(path: str | Path) -> dict[str, Any]:
+    """The parsed object, or one line saying why the file cannot be one."""
+    where = quote(str(path), PATH_LIMIT)
+    try:
+        p = Path(path)
+        if p.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"model config {where} is over {MAX_CONFIG_BYTES >> 20} MiB; "
+                              f"a config.json is a few kB")
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"model config {where} does not exist; give a path to config.json"
+                          ) from None
+    except IsADirectoryError:
+        raise ConfigError(f"model config {where} is a folder without config.json") from None
+    except OSError as err:  # name too long, permission denied, ...
+        raise ConfigError(f"cannot read model config {where}: {err.strerror or err}") from None
+    try:
+        cfg = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"model config {where} is not UTF-8 text") from None
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"model config {where} is not valid JSON: {err}") from None
+    except RecursionError:
+        raise ConfigError(f"model config {where} is nested too deeply to be a config.json"
+                          ) from None
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"model config {where} must hold a JSON object, not a "
+                          f"{type(cfg).__name__}")
+    return cfg
+
+
+def _whole(where: str, key: str, value: Any, lo: int, hi: int) -> int:
+    """A JSON number that must be a whole number in [lo, hi] (4096.0 counts; 1.5 does not)."""
+    whole = value
+    ok = isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        ok, whole = True, int(value)
+    if not ok or not lo <= whole <= hi:
+        raise ConfigError(f"model config {where}: {key} must be a whole number from {lo:,} to "
+                          f"{hi:,}, got {quote(json.dumps(value))}")
+    return int(whole)
+
+
+def _ints(cfg: dict[str, Any], where: str) -> dict[str, int]:
+    """Every INT_FIELDS entry the config has, checked; the required ones must be there."""
+    out: dict[str, int] = {}
+    for field, (keys, lo, hi) in INT_FIELDS.items():
+        key, value = _first(cfg, *keys)
+        if value is not None:
+            out[field] = _whole(where, key, value, lo, hi)
+    missing = [INT_FIELDS[f][0][0] for f in REQUIRED if f not in out]
+    if missing:
+        raise ConfigError(f"model config {where} lacks {', '.join(missing)}; add them or give "
+                          f"the model with --layers --hidden --heads --vocab")
+    return out
+
+
+def _model_type(cfg: dict[str, Any]) -> str:
+    """model_type, else the one `architectures` names ('MixtralForCausalLM' -> 'mixtral')."""
+    t = cfg.get("model_type")
+    if isinstance(t, str) and t:
+        return t.lower()
+    archs = cfg.get("architectures")
+    if isinstance(archs, list) and archs and isinstance(archs[0], str):
+        name = archs[0]
+        for head in _HEADS:
+            if name.endswith(head) and len(name) > len(head):
+                name = name[: -len(head)]
+                break
+        base = name.lower()
+        for known in sorted(GATED_TYPES | PLAIN_TYPES, key=len, reverse=True):
+            if base == known.replace("_", "").replace("-", ""):
+                return known
+        return base
+    return ""
+
+
+def mlp_kind(cfg: dict[str, Any], where: str) -> str:
+    """'swiglu', 'relu2' or 'gelu' from model_type / architectures, then the activation, then
+    the MoE keys (every Hugging Face MoE family has gated experts); an error when nothing
+    tells."""
+    _, act = _first(cfg, "hidden_act", "activation_function", "hidden_activation")
+    if isinstance(act, str) and act.lower() in ("relu2", "squared_relu"):  # Nemotron
+        return "relu2"
+    mtype = _model_type(cfg)
+    if mtype in GATED_TYPES:
+        return "swiglu"
+    if mtype in PLAIN_TYPES:
+        return "gelu"
+    if isinstance(act, str) and act.lower() in GATED_ACTS:
+        return "swiglu"
+    if isinstance(act, str) and act.lower() in PLAIN_ACTS:
+        return "gelu"
+    if _first(cfg, *INT_FIELDS["experts"][0])[1] is not None:
+        return "swiglu"
+    told = f"model_type {quote(mtype)}" if mtype else "no model_type or architectures"
+    raise ConfigError(
+        f"model config {where}: cannot tell its MLP ({told}, activation {quote(act)}); add "
+        f"\"hidden_act\": \"silu\" for a gated MLP (Llama, Mistral, Qwen) or \"gelu\" for a "
+        f"plain one (GPT-2, BERT)")
+
+
+def _check_shape(v: dict[str, int], where: str) -> None:
+    """What the sizes must satisfy together (each alone is checked by _whole)."""
+    if not v.get("head_dim") and not v.get("kv_lora_rank") and v["hidden"] % v["heads"]:
+        raise ConfigError(f"model config {where}: hidden_size {v['hidden']:,} is not a multiple "
+                          f"of num_attention_heads {v['heads']:,}; fix one or add head_dim")
+    if v.get("dense_layers", 0) >= v["layers"] and v.get("experts", 0) > 1:
+        raise ConfigError(f"model config {where}: first_k_dense_replace {v['dense_layers']:,} "
+                          f"leaves no MoE layer of {v['layers']:,}")
 
 
 def model_from_hf_config(path: str | Path) -> ModelSpec:
     """Read a Hugging Face `config.json` from disk (no network) into a ModelSpec.
 
-    Understands Llama/Mistral/Qwen/Mixtral/DeepSeek (`num_hidden_layers`, `hidden_size`, ...)
-    and GPT-2/GPT-NeoX/BERT naming (`n_layer`, `n_embd`, ...).
+    Understands Llama/Mistral/Qwen/Mixtral/DeepSeek (`num_hidden_layers`, `hidden_size`, ...,
+    multi-head latent attention) and GPT-2/GPT-NeoX/BERT naming (`n_layer`, `n_embd`, ...).
+    Every size must be a whole number in a stated range; nothing is truncated or guessed.
     """
     p = Path(path)
-    try:
-        cfg = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(
-            f"model config '{path}' does not exist; give a path to config.json") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ConfigError(f"model config '{path}' is not valid JSON: {err}") from None
-    if not isinstance(cfg, dict):
-        raise ConfigError(f"model config '{path}' must hold a JSON object")
-    layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers")
-    hidden = _first(cfg, "hidden_size", "n_embd", "d_model")
-    heads = _first(cfg, "num_attention_heads", "n_head", "num_heads")
-    vocab = _first(cfg, "vocab_size")
-    missing = [n for n, v in (("num_hidden_layers", layers), ("hidden_size", hidden),
-                              ("num_attention_heads", heads), ("vocab_size", vocab)) if v is None]
-    if missing:
-        raise ConfigError(
-            f"model config '{path}' lacks {', '.join(missing)}; add them or give the model "
-            f"with --layers --hidden --heads --vocab"
-        )
-    act = str(_first(cfg, "hidden_act", "activation_function", "hidden_activation") or "gelu")
-    gated = "silu" in act or "swiglu" in act or cfg.get("model_type") in (
-        "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "deepseek_v3", "gemma")
-    ffn = _first(cfg, "intermediate_size", "n_inner", "ffn_dim") or 4 * hidden
-    experts = int(_first(cfg, "num_local_experts", "n_routed_experts", "num_experts") or 0)
-    top_k = int(_first(cfg, "num_experts_per_tok", "moe_topk") or 0)
-    kv = int(_first(cfg, "num_key_value_heads", "num_kv_heads") or heads)
-    try:
-        return ModelSpec(
-            id=p.parent.name or p.stem,
-            name=str(cfg.get("_name_or_path") or p.parent.name or p.stem),
-            layers=int(layers),
-            hidden=int(hidden),
-            heads=int(heads),
-            kv_heads=kv,
-            ffn=int(ffn),
-            vocab=int(vocab),
-            mlp="swiglu" if gated else "relu2" if act in ("relu2", "squared_relu") else "gelu",
-            tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-            head_dim=int(cfg.get("head_dim") or 0),
-            experts=experts if experts > 1 else 0,
-            experts_per_token=top_k if experts > 1 else 0,
-            moe_ffn=int(_first(cfg, "moe_intermediate_size") or 0),
-            shared_experts=int(_first(cfg, "n_shared_experts") or 0),
-            dense_layers=int(_first(cfg, "first_k_dense_replace") or 0),
-            max_seq_len=int(_first(cfg, "max_position_embeddings", "n_positions") or 2048),
-            source=str(p),
-            as_of="",
-        )
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"model config '{path}': {err}") from None
+    where = quote(str(path), PATH_LIMIT)
+    cfg = _read_json(p)
+    v = _ints(cfg, where)
+    mlp = mlp_kind(cfg, where)
+    experts = v.get("experts", 0)
+    if experts > 1 and not v.get("experts_per_token"):
+        raise ConfigError(f"model config {where} has {experts} experts but no "
+                          f"num_experts_per_tok; add it (Mixtral: 2)")
+    tied = cfg.get("tie_word_embeddings", False)
+    if not isinstance(tied, bool):
+        raise ConfigError(f"model config {where}: tie_word_embeddings must be true or false, "
+                          f"got {quote(json.dumps(tied))}")
+    _check_shape(v, where)
+    name = cfg.get("_name_or_path")
+    mla = bool(v.get("kv_lora_rank"))
+    return ModelSpec(
+        id=p.parent.name or p.stem,
+        name=name if isinstance(name, str) and name else (p.parent.name or p.stem),
+        layers=v["layers"], hidden=v["hidden"], heads=v["heads"],
+        kv_heads=v.get("kv_heads", v["heads"]), ffn=v.get("ffn", 4 * v["hidden"]),
+        vocab=v["vocab"], mlp=mlp, tied_embeddings=tied,
+        head_dim=v.get("nope_head_dim", 0) if mla else v.get("head_dim", 0),
+        experts=experts if experts > 1 else 0,
+        experts_per_token=v.get("experts_per_token", 0) if experts > 1 else 0,
+        moe_ffn=v.get("moe_ffn", 0), shared_experts=v.get("shared_experts", 0),
+        dense_layers=v.get("dense_layers", 0) if experts > 1 else 0,
+        q_lora_rank=v.get("q_lora_rank", 0), kv_lora_rank=v.get("kv_lora_rank", 0),
+        rope_head_dim=v.get("rope_head_dim", 0) if mla else 0,
+        v_head_dim=v.get("v_head_dim", 0) if mla else 0,
+        max_seq_len=v.get("max_seq_len", 2048), source=str(p), as_of="")
 
 
 def model_from_flags(*, layers: int, hidden: int, heads: int, vocab: int,
@@ -89,11 +224,27 @@ def model_from_flags(*, layers: int, hidden: int, heads: int, vocab: int,
                      mlp=mlp, tied_embeddings=tied_embeddings, source="command-line flags")
 
 
+def check_tokens(tokens: float, batch_tokens: int, given: object) -> float:
+    """A token count of at least one optimizer step (`batch_tokens` = global batch x sequence
+    length): fewer cannot be trained, and would print a 0-day plan (1e-320 divided by zero)."""
+    if not tokens >= batch_tokens:
+        raise ConfigError(
+            f"--tokens {quote(given)} is fewer than one optimizer step ({batch_tokens:,} tokens "
+            f"= global batch x sequence length); give at least {batch_tokens:,} tokens or a "
+            f"smaller --global-batch")
+    return tokens
+
+
 def resolve_model(cat: Catalog, name: str) -> ModelSpec:
     """A preset id/alias, or a path to a config.json (or a folder holding one)."""
     p = Path(name)
-    if name.endswith(".json") or p.is_dir():
-        return model_from_hf_config(p / "config.json" if p.is_dir() else p)
+    try:
+        is_dir = p.is_dir()
+    except OSError as err:  # a name too long for the OS
+        raise ConfigError(f"cannot use --model {quote(name, PATH_LIMIT)}: "
+                          f"{err.strerror or err}") from None
+    if name.endswith(".json") or is_dir:
+        return model_from_hf_config(p / "config.json" if is_dir else p)
     return cat.model(name)
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import math
+import re
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from ..errors import GpuplanError
+from ..errors import GpuplanError, one_line, quote
 
 # module name -> registered by its register(); order is the order in --help
 COMMANDS = ("plan_cmd", "estimate_cmd", "tco_cmd", "validate_cmd", "catalog_cmd", "export_cmd",
@@ -28,10 +30,25 @@ EPILOG = """examples:
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (what is wrong, where to look), exit 2."""
+    """argparse, but a usage error is one line (what is wrong, where to look), exit 2; a flag
+    given '--' or an empty value is an error, not a silent default."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+        # argparse repeats the raw value (repr'd, so one line, but maybe 3,000 characters long)
+        message = re.sub(r"'((?:[^'\\]|\\.){61,})'(?! \()",
+                         lambda m: f"'{m.group(1)[:60]}...' ({len(m.group(1)):,} characters)",
+                         message)
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see `{self.prog} --help`)\n")
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        if action.option_strings and action.nargs in (None, argparse.OPTIONAL):
+            flag = "/".join(action.option_strings)
+            if "--" in arg_strings:  # `--gpu=--`: argparse would drop it and give []
+                self.error(f"argument {flag}: '--' is not a value; write the value after {flag}")
+            if any(not a.strip() for a in arg_strings):
+                self.error(f"argument {flag}: the value is empty; give a value or leave "
+                           f"{flag} out")
+        return super()._get_values(action, arg_strings)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except GpuplanError as err:
-        print(f"gpuplan: error: {err}", file=sys.stderr)
+        print(f"gpuplan: error: {one_line(str(err))}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `gpuplan ... | head`
         return 0
@@ -88,28 +105,48 @@ def positive_int(text: str) -> int:
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+        raise argparse.ArgumentTypeError(f"{quote(text)} is not a whole number") from None
     if v < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
     return v
 
 
-def nonneg_float(text: str) -> float:
-    import math
-
+def _finite(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
-    if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+        raise argparse.ArgumentTypeError(f"{quote(text)} is not a number") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {quote(text)}")
+    return v
+
+
+def nonneg_float(text: str) -> float:
+    v = _finite(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {quote(text)}")
+    return v + 0.0  # -0 becomes 0
+
+
+def positive_float(text: str) -> float:
+    v = _finite(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {quote(text)}")
     return v
 
 
 def fraction(text: str) -> float:
     v = nonneg_float(text)
     if v > 1:
-        raise argparse.ArgumentTypeError(f"must be a fraction between 0 and 1, got {text}")
+        raise argparse.ArgumentTypeError(f"must be a fraction between 0 and 1, got {quote(text)}")
+    return v
+
+
+def pue(text: str) -> float:
+    v = _finite(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(
+            f"must be at least 1 (facility power / IT power), got {quote(text)}")
     return v
 
 

@@ -35,7 +35,8 @@ def register(sub: Any) -> None:
             p.add_argument("--gpu", help="only offers with this accelerator")
             p.add_argument("--cloud", help="only offers of this cloud (aws, gcp, azure, ...)")
         if name == "gpus":
-            p.add_argument("--vendor", help="only this vendor (nvidia, amd, intel, huawei)")
+            p.add_argument("--vendor", type=str.lower, choices=("nvidia", "amd", "intel", "huawei"),
+                           help="only this vendor")
         p.set_defaults(func=_run_list, what=name)
     show = csub.add_parser("show", help="everything about one id (any kind), with its sources",
                            description="Show one catalog entry: a GPU, system, pod, fabric, "

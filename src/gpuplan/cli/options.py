@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import nonneg_float, positive_int
+from . import nonneg_float, positive_float, positive_int, pue
 
 MODEL_HELP = """model: --model ID (a preset, see `gpuplan models`) or --model path/to/config.json
 (a Hugging Face config on disk), or explicit --layers --hidden --heads --vocab [--kv-heads --ffn
@@ -50,9 +50,9 @@ def add_site_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("site and reliability (defaults from `gpuplan catalog site`)")
     g.add_argument("--utilization", type=_fraction_arg,
                    help="share of an owned cluster's hours doing useful work (default 0.7)")
-    g.add_argument("--years", type=nonneg_float, help="depreciation period of owned hardware")
+    g.add_argument("--years", type=positive_float, help="depreciation period of owned hardware")
     g.add_argument("--electricity", type=nonneg_float, help="USD per kWh")
-    g.add_argument("--pue", type=nonneg_float, help="power usage effectiveness (>= 1)")
+    g.add_argument("--pue", type=pue, help="power usage effectiveness (>= 1)")
     g.add_argument("--grid-intensity", type=nonneg_float, help="kg CO2e per kWh")
     g.add_argument("--interruptions", type=nonneg_float,
                    help="spot interruptions per instance-hour")

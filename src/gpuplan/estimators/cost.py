@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, suggest
+from ..errors import ConfigError, quote, suggest
 from ..spec import PRICING
 from ..units import HOUR, YEAR
 
@@ -69,7 +69,7 @@ def mode_code(name: str) -> int:
     key = MODE_ALIASES.get(key, key)
     if key not in MODES:
         hint = suggest(key, MODES, n=1)
-        raise ConfigError(f"unknown pricing mode '{name}'; "
+        raise ConfigError(f"unknown pricing mode {quote(name)}; "
                           + (f"did you mean '{hint[0]}'? " if hint else "")
                           + f"choose one of: {', '.join(MODES)}")
     return MODES.index(key)

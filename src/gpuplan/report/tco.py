@@ -51,7 +51,10 @@ def _scenario_json(a: ScenarioAnswer) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if a.budget_usd is not None:
         out["budget_usd"] = a.budget_usd
-        out["cash_up_front_over_budget_usd"] = a.cash_up_front_over_budget_usd
+        gap = a.cash_up_front_over_budget_usd
+        # two non-negative amounts (a signed one would read as a negative price)
+        out["cash_up_front_over_budget_usd"] = None if gap is None else max(0.0, gap)
+        out["cash_up_front_to_spare_usd"] = None if gap is None else max(0.0, -gap)
     if a.own is None:
         return out
     p = a.own

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..catalog import Catalog, load_catalog
 from ..errors import ConfigError, UnknownIdError
+from ..estimators import cost
 from ..spec import Accelerator, Pod, System
 from . import scenario as scn
 from .evaluate import Site, own_cost, owned_site, site_from_catalog
@@ -328,6 +329,10 @@ def tco(*, system: str | None = None, nodes: float | None = None,
         raise ConfigError("give --system (e.g. dgx-h100; `gpuplan catalog systems` lists them) "
                           "or --scenario NAME")
     sys_, pod = _resolve_system(cat, name)
+    if model:  # an unknown id is an error even when nothing below reads the model
+        cat.model(model)
+    for mode in pricing or ():  # likewise an unknown pricing mode
+        cost.mode_code(mode)
     given = {"nodes": nodes, "utilization": utilization, "price": price,
              "host_load_factor": host_load_factor, **site}
     values, origins = _inputs(cat, given, sc, pod)
