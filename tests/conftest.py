@@ -17,6 +17,22 @@ settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
+@pytest.fixture(scope="session")
+def cat():
+    """The package catalog the validation tests share (modules may define their own `cat`)."""
+    from gpuplan.catalog import load_catalog
+
+    return load_catalog()
+
+
+@pytest.fixture(scope="session")
+def results(cat):
+    """Every published run predicted once for the whole session (validation and figures)."""
+    from gpuplan.validation import validate_runs
+
+    return validate_runs(cat)
+
+
 @pytest.fixture
 def run_cli(capsys):
     """Run the CLI in-process: returns (exit code, stdout, stderr)."""

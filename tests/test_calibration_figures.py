@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from gpuplan.catalog import load_catalog
 from gpuplan.report.fmt import pct
 from gpuplan.report.validation import to_json
 from gpuplan.validation import (
@@ -17,7 +16,6 @@ from gpuplan.validation import (
     cross_validate,
     load_runs,
     summary,
-    validate_runs,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,16 +29,6 @@ NOW = {
     ("holdout", "median"): "11.5%", ("holdout", "worst"): "188.2%",
     ("cv", "median"): "13.8%", ("cv", "worst"): "176.5%",
 }
-
-
-@pytest.fixture(scope="module")
-def cat():
-    return load_catalog()
-
-
-@pytest.fixture(scope="module")
-def results(cat):
-    return validate_runs(cat)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pytest
 
-from gpuplan.catalog import load_catalog
 from gpuplan.search.hardware import efficiency_rows
 from gpuplan.validation import (
     CALIBRATION_PLAN,
@@ -16,22 +15,11 @@ from gpuplan.validation import (
     published_value,
     run_spec,
     summary,
-    validate_runs,
 )
 
 # The "done when" median, used by the release-table guards below; the targets
 # themselves are judged out of sample in tests/test_calibration_figures.py.
 MEDIAN_TARGET_PCT = 10.0
-
-
-@pytest.fixture(scope="module")
-def cat():
-    return load_catalog()
-
-
-@pytest.fixture(scope="module")
-def results(cat):
-    return validate_runs(cat)
 
 
 def test_every_run_is_sourced_complete_and_consistent(cat):
