@@ -24,7 +24,7 @@ CLASSES = ("traceback", "hang", "nonfinite", "bad_accepted", "invariant", "messy
            "warning")
 MAX_ERROR = 400
 # negative numbers these JSON keys may hold (a shortfall or a signed error is not a defect)
-SIGNED_KEYS = re.compile(r"headroom|error|residual|delta|diff|log|change|margin|saving|over_")
+SIGNED_KEYS = re.compile(r"headroom|error|residual|delta|diff|log|change|margin|saving")
 _NONFINITE = re.compile(r"(?<![\w.])-?(?:inf|infinity|nan)(?![\w-]|\s+fabric)", re.IGNORECASE)
 # a minus sign that starts a number: after a space, '(', '=', ':', ',', '[' or '$', or at the start
 _NEGATIVE = re.compile(r"(?:(?:^|[\s(=:,\[])\$?-\$?[0-9]*\.?[0-9]+|\$-[0-9]+)(?![\w])",
@@ -69,6 +69,8 @@ def classify(o: Outcome) -> list[tuple[str, str]]:
 
 def _answer(o: Outcome) -> list[tuple[str, str]]:
     argv = o.case.argv
+    if {"-h", "--help", "--version"} & set(argv):  # help and version are text by design
+        return []
     if "--json" in argv:
         try:
             data = json.loads(o.stdout)

@@ -76,6 +76,8 @@ def _float(value: str) -> float | None:
 
 
 def _count(value: str) -> float | None:
+    """As units.parse_count reads it: ',' and '_' are digit separators."""
+    value = value.replace(",", "").replace("_", "")
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMbBgGtTpP]?)\s*", value)
     if not m:
         return None
