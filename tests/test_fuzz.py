@@ -87,6 +87,7 @@ def test_no_hangs(found):
 
 
 def test_validate_calibrate_json_prints_json(capsys):
+    """Issue item 4 (fixed on main by the validate command's owner)."""
     assert main(["validate", "--calibrate", "--json"]) == 0
     json.loads(capsys.readouterr().out)
 
@@ -121,6 +122,12 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
      "gpuplan: error: --deadline-days must be in the future (> 0) and finite, got inf\n"),
     (["plan", "--model", "llama2-7b", "--tokens", "1T", "--deadline-days=-5"],
      "gpuplan: error: --deadline-days must be in the future (> 0) and finite, got -5\n"),
+    (["plan", "--model", "llama2-7b", "--tokens", "1T", "--pue", "0.5"],
+     "gpuplan plan: error: argument --pue: must be at least 1 (facility power / IT power), got "
+     "'0.5' (see `gpuplan plan --help`)\n"),
+    (["estimate", "--model", "llama2-7b", "--gpu", "h100", "--years", "0"],
+     "gpuplan estimate: error: argument --years: must be a number above 0, got '0' "
+     "(see `gpuplan estimate --help`)\n"),
     (["plan", "--model", "llama2-7b", "--tokens", "1T", "--seq-len=-100"],
      "gpuplan plan: error: argument --seq-len: must be at least 1, got -100 "
      "(see `gpuplan plan --help`)\n"),

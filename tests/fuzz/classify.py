@@ -69,6 +69,8 @@ def classify(o: Outcome) -> list[tuple[str, str]]:
 
 def _answer(o: Outcome) -> list[tuple[str, str]]:
     argv = o.case.argv
+    if {"-h", "--help", "--version"} & set(argv):  # help and version are text by design
+        return []
     if "--json" in argv:
         try:
             data = json.loads(o.stdout)

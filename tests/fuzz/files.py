@@ -27,6 +27,7 @@ INT_FIELDS = REQUIRED | {"intermediate_size", "num_key_value_heads", "max_positi
 # value -> invalid in any integer field
 BAD_INTS: tuple[object, ...] = (float("inf"), float("-inf"), float("nan"), 1e30, -100, 0, 1.5,
                                 "x", "12", [1, 2], {"a": 1}, True, 10**9, 10**400, -1.0)
+ZERO_OK = {"num_local_experts", "num_experts_per_tok"}  # 0 experts: a dense model
 TYPE_KEYS = ("model_type", "architectures", "hidden_act", "activation_function")
 
 
@@ -52,7 +53,9 @@ def config_json(rng: random.Random) -> tuple[bytes, str]:
         elif key in INT_FIELDS:
             bad = rng.choice(BAD_INTS)
             cfg[key] = bad
-            if not (bad == 10**9 and key in ("vocab_size", "max_position_embeddings")):
+            zero_ok = key in ZERO_OK and bad == 0 and not isinstance(bad, bool)
+            if not zero_ok and not (bad == 10**9 and key in ("vocab_size",
+                                                              "max_position_embeddings")):
                 why = why or f"{key} = {bad!r:.20}"
         else:
             cfg[key] = rng.choice(("x", 7, None, [], {}))

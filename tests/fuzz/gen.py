@@ -138,7 +138,7 @@ def plan_case(rng: random.Random, quick: bool, model: str | None = None) -> Case
     why = _mutate(rng, flags, PLAN, _n(rng, model is not None))
     if quick and "--scenario" in flags:
         flags["--gpu"] = flags.get("--gpu") or ["h100"]
-    if quick and not invalid("posint", flags.get("--max-gpus", ["x"])[0]):
+    if quick and flags.get("--max-gpus", ["x"])[0].strip().isdigit():
         flags["--max-gpus"] = [str(min(512, int(flags["--max-gpus"][0])))]
     return Case(argv=_argv(rng, ["plan"], flags, ("--quiet",) + _bools(rng, "plan")),
                 invalid=why, family="plan")

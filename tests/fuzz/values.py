@@ -76,6 +76,8 @@ def _float(value: str) -> float | None:
 
 
 def _count(value: str) -> float | None:
+    """As units.parse_count reads it: ',' and '_' are digit separators."""
+    value = value.replace(",", "").replace("_", "")
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMbBgGtTpP]?)\s*", value)
     if not m:
         return None
@@ -93,9 +95,14 @@ def invalid(kind: str, value: str) -> str:
         try:
             return "below 1" if int(value) < 1 else ""  # int() takes ' 8 ', '1_000', '٨'
         except ValueError:
-            return "not a whole number"
+            f = _float(value)  # '1e3' may be read as 1000: not certainly invalid
+            return "" if f is not None and math.isfinite(f) and f.is_integer() and f >= 1 \
+                else "not a whole number"
     if kind == "zero":
-        return "" if value.strip() in ("0", "1", "2", "3") else "ZeRO stage must be 0..3"
+        try:
+            return "" if int(value) in (0, 1, 2, 3) else "ZeRO stage must be 0..3"  # '+3', '-0'
+        except ValueError:
+            return "ZeRO stage must be 0..3"
     if kind in CHOICE_KINDS - {"gpu", "system", "model", "offer"}:
         return "" if value in GOOD[kind] else f"not one of the {kind} choices"
     if kind == "tokens":
