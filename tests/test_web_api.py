@@ -54,6 +54,18 @@ def test_plan_view_adds_charts_commands_and_reproducible_rows(client):
                                        f"{r['plans'][0]['gpu']}")
 
 
+def test_plan_view_with_a_null_config_reproduces_each_row(client):
+    """`"config": null` is no config: the plan ran on `model`, so must every row's estimate
+    (it once sent `config: null` with the model deleted and failed with "no model given")."""
+    r = client.post("/api/plan?charts=1", json={**PLAN, "config": None, "top": 2})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["estimates"] and len(doc["estimates"]) == len(doc["plans"])
+    for p, e in zip(doc["plans"], doc["estimates"], strict=True):
+        assert e["model"] == "llama3-8b"
+        assert e["cost_usd"] == pytest.approx(p["cost_usd"], rel=1e-9)  # same inputs, same sum
+
+
 def test_tco_and_catalog_and_validate(client, run_json):
     body = {"system": "dgx-h100", "nodes": 4, "utilization": 0.7, "compare_cloud": True}
     r = client.post("/api/tco?charts=1", json=body)

@@ -35,12 +35,10 @@ def estimate_body(row: dict[str, Any], plan: dict[str, Any],
     """The `estimate` request that reproduces one ranked plan: the fields of its `reproduce`
     line (`report.command.estimate_args`), an uploaded config sent again as `config`."""
     given = {k: request[k] for k in MODEL_FIELDS if request.get(k) is not None}
-    if "config" in given:
-        given = {"model": "config.json"}
     body = estimate_args({**row, "model": plan["model"], "tokens": plan["tokens"]}, model=given,
                          site=site_args(plan.get("assumptions") or {}, row["pricing"]))
-    if "config" in request:
-        del body["model"]
+    if request.get("config") is not None:
+        body.pop("model", None)
         body["config"] = request["config"]
     return body
 
