@@ -92,6 +92,21 @@ def test_openapi_lists_every_route_and_the_cli_fields(client):
     assert props["objective"]["enum"] == ["cost", "time", "energy"]
 
 
+@pytest.mark.parametrize("command", ["plan", "estimate"])
+def test_openapi_types_the_range_flags_with_their_bounds(client, command):
+    """Each range type states its range (once years and pue, whose types the schema did not
+    know by name, were plain strings)."""
+    props = client.get("/openapi.json").json()["paths"][f"/api/{command}"]["post"][
+        "requestBody"]["content"]["application/json"]["schema"]["properties"]
+    strip = {k: {a: b for a, b in v.items() if a != "description"} for k, v in props.items()}
+    assert strip["years"] == {"type": "number", "exclusiveMinimum": 0}
+    assert strip["pue"] == {"type": "number", "minimum": 1}
+    assert strip["utilization"] == strip["reuse"] == {"type": "number", "minimum": 0,
+                                                      "maximum": 1}
+    assert strip["electricity"] == {"type": "number", "minimum": 0}
+    assert strip["global_batch"] == {"type": "integer", "minimum": 1}
+
+
 @pytest.mark.parametrize("body, status, message", [
     ({"model": "llama3-8b"}, 422, "gpuplan: error: --tokens is required"),
     ({"model": "llama3-8b", "tokens": "1T", "gpu": "h10"}, 422, "did you mean 'h100-sxm'"),

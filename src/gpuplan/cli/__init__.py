@@ -12,7 +12,8 @@ import importlib.util
 import math
 import re
 import sys
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any, NamedTuple, NoReturn, TypeVar
 
 from ..errors import GpuplanError, one_line, quote
 
@@ -101,6 +102,29 @@ def common_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
         p.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
+class Bounds(NamedTuple):
+    """The range a flag type accepts, for the web schema (`web.adapter.fields`): `minimum`
+    and `maximum` inclusive (None: open), or the minimum itself refused when `exclusive`."""
+
+    minimum: float | None
+    maximum: float | None = None
+    exclusive: bool = False
+
+
+_Type = TypeVar("_Type", bound=Callable[[str], Any])
+
+
+def bounded(minimum: float | None, maximum: float | None = None, *,
+            exclusive: bool = False) -> Callable[[_Type], _Type]:
+    """Marks an argparse type function with the range it accepts, as its `bounds` attribute;
+    its return annotation (int or float) says whether a value is an integer or a number."""
+    def mark(f: _Type) -> _Type:
+        f.bounds = Bounds(minimum, maximum, exclusive)  # type: ignore[attr-defined]
+        return f
+    return mark
+
+
+@bounded(1)
 def positive_int(text: str) -> int:
     try:
         v = int(text)
@@ -121,6 +145,7 @@ def _finite(text: str) -> float:
     return v
 
 
+@bounded(0)
 def nonneg_float(text: str) -> float:
     v = _finite(text)
     if v < 0:
@@ -128,6 +153,7 @@ def nonneg_float(text: str) -> float:
     return v + 0.0  # -0 becomes 0
 
 
+@bounded(0, exclusive=True)
 def positive_float(text: str) -> float:
     v = _finite(text)
     if v <= 0:
@@ -135,6 +161,7 @@ def positive_float(text: str) -> float:
     return v
 
 
+@bounded(0, 1)
 def fraction(text: str) -> float:
     v = nonneg_float(text)
     if v > 1:
@@ -142,6 +169,7 @@ def fraction(text: str) -> float:
     return v
 
 
+@bounded(1)
 def pue(text: str) -> float:
     v = _finite(text)
     if v < 1:

@@ -28,6 +28,7 @@ import re
 import sys
 import tempfile
 import threading
+import typing
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -69,26 +70,24 @@ class Field:
     choices: tuple[str, ...] = ()
     minimum: float | None = None
     maximum: float | None = None
+    exclusive_minimum: bool = False  # the minimum itself is refused (e.g. --years > 0)
     help: str = ""
 
 
-def _kind(action: argparse.Action) -> tuple[str, float | None, float | None]:
+def _kind(action: argparse.Action) -> tuple[str, Any]:
+    """The JSON type of a flag and the range its type function accepts (its `bounds`, see
+    `gpuplan.cli.bounded`): int and functions returning int are integers, float and functions
+    returning float numbers, anything else a string."""
     if isinstance(action, argparse._StoreTrueAction):
-        return "boolean", None, None
+        return "boolean", None
     if isinstance(action, argparse._AppendAction):
-        return "array", None, None
-    t = getattr(action.type, "__name__", "")
-    if t == "positive_int":
-        return "integer", 1, None
-    if t == "int":
-        return "integer", None, None
-    if t == "nonneg_float":
-        return "number", 0, None
-    if t in ("fraction", "_fraction_arg"):
-        return "number", 0, 1
-    if t == "float":
-        return "number", None, None
-    return "string", None, None
+        return "array", None
+    t = action.type
+    returns = t if t in (int, float) else (
+        typing.get_type_hints(t).get("return") if callable(t) else None)
+    if returns not in (int, float):
+        return "string", None
+    return ("integer" if returns is int else "number"), getattr(t, "bounds", None)
 
 
 def _names_a_file(a: argparse.Action) -> bool:
@@ -118,12 +117,11 @@ def fields(command: str) -> dict[str, Field]:
     for a in _parser(command)._actions:
         if a.dest in HIDDEN or not a.option_strings or _names_a_file(a):
             continue
-        kind, lo, hi = _kind(a)
+        kind, bounds = _kind(a)
+        lo, hi, exclusive = bounds or (None, None, False)
         choices = tuple(str(c) for c in a.choices) if a.choices else ()
-        if kind == "integer" and choices:  # e.g. --zero 0..3
-            kind = "integer"
         out[a.dest] = Field(name=a.dest, flag=max(a.option_strings, key=len), kind=kind,
-                            choices=choices, minimum=lo, maximum=hi,
+                            choices=choices, minimum=lo, maximum=hi, exclusive_minimum=exclusive,
                             help=(a.help or "").replace("%%", "%"))
     if command in ("plan", "estimate"):
         out["config"] = Field(name="config", flag="--model", kind="object",

@@ -23,7 +23,7 @@ def field_schema(f: Field) -> dict[str, Any]:
     elif f.kind in ("integer", "number") and not f.choices:
         s["type"] = f.kind
         if f.minimum is not None:
-            s["minimum"] = f.minimum
+            s["exclusiveMinimum" if f.exclusive_minimum else "minimum"] = f.minimum
         if f.maximum is not None:
             s["maximum"] = f.maximum
     elif f.kind == "boolean":
