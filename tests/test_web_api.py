@@ -201,3 +201,18 @@ def test_fuzz_no_server_error(client, command, data):
     if r.status_code >= 400:
         err = r.json()["error"]
         assert "\n" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-1"])
+def test_serve_refuses_a_time_limit_that_is_not_a_positive_number(run_cli, monkeypatch, value):
+    """`--time-limit nan` once passed the `<= 0` check and served with no limit."""
+    import uvicorn
+
+    def never(*a, **k):
+        raise AssertionError("the server started")
+
+    monkeypatch.setattr(uvicorn, "run", never)
+    code, out, err = run_cli("serve", f"--time-limit={value}")
+    assert code == 2 and out == ""
+    assert err.startswith("gpuplan serve: error: argument --time-limit: ") and "\n" not in \
+        err.rstrip("\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import positive_int
+from . import positive_float, positive_int
 
 EPILOG = """examples:
   gpuplan serve                      # http://127.0.0.1:8000
@@ -24,7 +24,7 @@ def register(sub: Any) -> None:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--time-limit", type=float, default=20.0, metavar="S",
+    p.add_argument("--time-limit", type=positive_float, default=20.0, metavar="S",
                    help="longest a request may compute, in seconds (default 20)")
     p.add_argument("--workers", type=positive_int, default=4,
                    help="requests computed at once (default 4)")
@@ -43,8 +43,6 @@ def run(args: argparse.Namespace) -> int:
                           "pip install 'gpuplan[web]'") from None
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be between 0 and 65535, got {args.port}")
-    if args.time_limit <= 0:
-        raise ConfigError(f"--time-limit must be more than 0 seconds, got {args.time_limit:g}")
     app = create_app(time_limit_s=args.time_limit, workers=args.workers)
     print(f"gpuplan: serving on http://{args.host}:{args.port}/ (Ctrl-C stops)", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
