@@ -6,15 +6,7 @@ from typing import Any
 
 from ..search.results import Estimate, FitOption
 from .fmt import duration, gib, jsonable, num, pct, table, usd
-from .reasons import reason, warning_message
-
-# Infeasible estimates: why the run cannot happen, by feasibility code.
-INFEASIBLE = {
-    "no_link": "cannot run: traffic must cross a link this platform lacks (e.g. more GPUs than "
-               "one instance that has no network between instances)",
-    "no_goodput": "cannot finish: at this GPU count the cluster fails more often than it can "
-                  "checkpoint and restart (goodput 0); use fewer GPUs",
-}
+from .reasons import MICRO_BATCH_TOO_SMALL, infeasible, warning_message
 
 
 def fit_phrase(o: FitOption) -> str:
@@ -64,7 +56,7 @@ def _memory(r: Estimate) -> list[str]:
 def _time(r: Estimate) -> list[str]:
     lines = ["", "time per step"]
     if r.step_time_s is None:
-        return lines + [INFEASIBLE.get(r.infeasible_reason or "", reason(r.infeasible_reason))]
+        return lines + [infeasible(r.infeasible_reason)]
     rows = [(k.removesuffix("_s").replace("_", " "), f"{v * 1e3:,.1f}")
             for k, v in r.time_breakdown_s if v > 0]
     rows.append(("step", f"{r.step_time_s * 1e3:,.1f}"))
@@ -72,9 +64,8 @@ def _time(r: Estimate) -> list[str]:
               f"tokens/s {num(r.tokens_per_s)} (cluster), {num(r.tokens_per_s_per_gpu)} per GPU;"
               f" MFU {pct(r.mfu * 100, 1)}  HFU {pct(r.hfu * 100, 1)}  bottleneck: {r.bottleneck}"]
     if r.micro_batch_too_small:
-        lines.append("the micro-batch is too small to keep the GPU busy: fixed per-layer "
-                     "overhead or small matrix multiplies dominate the step (a larger "
-                     "--micro-batch or --seq-len uses the GPU better)")
+        lines.append(f"{MICRO_BATCH_TOO_SMALL} (a larger --micro-batch or --seq-len uses "
+                     "the GPU better)")
     if r.efficiency_is_guess:
         lines.append("note: no published run calibrates this GPU family; its efficiency is a "
                      "stated guess (see docs/calibration.md)")
@@ -86,8 +77,7 @@ def _run(r: Estimate) -> list[str]:
         return []
     lines = ["", f"training on {num(r.tokens)} tokens"]
     if r.time_to_train_days is None:
-        return lines + ["  " + INFEASIBLE.get(r.infeasible_reason or "",
-                                              reason(r.infeasible_reason))]
+        return lines + [f"  {infeasible(r.infeasible_reason)}"]
     lines += [f"  {duration(r.time_to_train_days)} wall clock ({duration(r.useful_days)} of "
               f"useful compute, goodput {pct(r.goodput * 100, 1)} after failures and checkpoints)",
               f"  {r.gpu_hours:,.0f} GPU-hours, energy {r.energy_kwh:,.0f} kWh, "
@@ -119,8 +109,7 @@ def to_json(r: Estimate) -> dict[str, Any]:
         time_breakdown_s=dict(r.time_breakdown_s),
         suggestions=[fit_phrase(s) for s in r.suggestions],
         suggestion_detail=jsonable(r.suggestions),
-        infeasible_reason=(INFEASIBLE.get(r.infeasible_reason, reason(r.infeasible_reason))
-                           if r.infeasible_reason else None),
+        infeasible_reason=infeasible(r.infeasible_reason),
         infeasible_code=r.infeasible_reason,
         warnings=[{"code": w.code, "message": warning_message(w)} for w in r.warnings])
     return out

@@ -8,7 +8,7 @@ from typing import Any
 from ..search.results import Comparison, Favourite, Note, PlanResult, PlanRow, Relax, SizeResult
 from .command import estimate_command, site_args
 from .fmt import duration, jsonable, num, pct, table, usd
-from .reasons import PLATFORM_REASONS, reason
+from .reasons import MICRO_BATCH_TOO_SMALL, PLATFORM_REASONS, reason
 
 
 def _layout(p: PlanRow) -> str:
@@ -90,8 +90,7 @@ def note(n: Note) -> str:
         return (f"caution: the winner runs for {duration(n.value)}; hardware and prices move in "
                 "that time: a tighter --deadline-days trades money for time")
     if n.code == "micro_batch_too_small":
-        return ("the micro-batch is too small to keep the GPU busy: fixed per-layer overhead "
-                "or small matrix multiplies dominate the step")
+        return MICRO_BATCH_TOO_SMALL
     return n.code
 
 

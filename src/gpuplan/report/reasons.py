@@ -28,6 +28,18 @@ PLATFORM_REASONS = {
 }
 
 
+# Infeasible estimates: why the run cannot happen, where that says more than `reason`.
+_INFEASIBLE = {
+    "no_link": "cannot run: traffic must cross a link this platform lacks (e.g. more GPUs than "
+               "one instance that has no network between instances)",
+    "no_goodput": "cannot finish: at this GPU count the cluster fails more often than it can "
+                  "checkpoint and restart (goodput 0); use fewer GPUs",
+}
+
+MICRO_BATCH_TOO_SMALL = ("the micro-batch is too small to keep the GPU busy: fixed per-layer "
+                         "overhead or small matrix multiplies dominate the step")
+
+
 def reason(code: str | None) -> str | None:
     """The sentence of a reason code (None stays None: no reason)."""
     if code is None:
@@ -35,6 +47,13 @@ def reason(code: str | None) -> str | None:
     if code.startswith("no_price_"):
         return f"no {code.removeprefix('no_price_')} price"
     return REASONS.get(code, code.replace("_", " "))
+
+
+def infeasible(code: str | None) -> str | None:
+    """Why an estimate cannot run or finish, as a sentence (no code: None)."""
+    if not code:
+        return None
+    return _INFEASIBLE.get(code) or reason(code)
 
 
 def platform_entry(p: Any) -> str:
