@@ -15,7 +15,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-MODEL_FLAGS = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "mlp", "tied_embeddings")
+from ..api import MODEL_FLAGS
+
 # site assumptions that set a run's days and cost, by pricing mode: plan JSON assumption key
 # -> estimate flag
 _OWN = (("own_years", "years"), ("own_utilization", "utilization"),

@@ -11,13 +11,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..api import MODEL_FLAGS
 from ..report import svg
 from ..report.command import estimate_args, shell_line, site_args
 from ..report.html import plan_rows
 from .adapter import RequestError, fields, run
 
-MODEL_FIELDS = ("model", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "mlp",
-                "tied_embeddings", "config")
+MODEL_FIELDS = ("model", *MODEL_FLAGS, "config")
 MAX_ROW_ESTIMATES = 10
 MEMORY_BARS = 6  # ranked plans drawn in the memory chart
 
