@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from ..search.results import Estimate, FitOption
@@ -35,11 +37,18 @@ def _header(r: Estimate) -> list[str]:
     ]
 
 
+MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "other", "total")
+
+
+def memory_rows(memory_gib: Mapping[str, float], gpu_memory_gib: float) -> list[list[str]]:
+    """The memory table of an estimate (`memory_gib` as in its JSON): each part and the total,
+    then the GPU's memory, in GiB with two decimals (text and HTML reports)."""
+    rows = [[k, f"{memory_gib[k]:.2f}"] for k in MEMORY_PARTS]
+    return rows + [["GPU memory", f"{gpu_memory_gib:.2f}"]]
+
+
 def _memory(r: Estimate) -> list[str]:
-    m = r.memory_gib
-    rows = [(k, f"{getattr(m, k):.2f}") for k in ("weights", "gradients", "optimizer",
-                                                   "activations", "other", "total")]
-    rows.append(("GPU memory", f"{r.gpu_memory_gib:.2f}"))
+    rows = memory_rows(dataclasses.asdict(r.memory_gib), r.gpu_memory_gib)
     lines = ["", "memory per GPU (most loaded pipeline stage), GiB = 2^30 bytes",
              table(rows, ["part", "GiB"], "lr")]
     if r.fits:

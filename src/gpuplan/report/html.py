@@ -12,6 +12,7 @@ from html import escape
 from typing import Any
 
 from . import svg
+from .estimate import memory_rows
 from .fmt import duration, num, usd
 
 CSS = """
@@ -116,10 +117,7 @@ def _sources(r: dict[str, Any]) -> list[str]:
 
 
 def _estimate(r: dict[str, Any]) -> list[str]:
-    m = r["memory_gib"]
-    rows = [[k, f"{m[k]:.2f}"] for k in ("weights", "gradients", "optimizer", "activations",
-                                          "other", "total")]
-    rows.append(["GPU memory", f"{r['gpu_memory_gib']:.2f}"])
+    rows = memory_rows(r["memory_gib"], r["gpu_memory_gib"])
     out = [f"<h1>{escape(r['model'])} on {r['gpus']} x {escape(r['gpu'])}</h1>",
            f'<p class="muted">{escape(r["platform"])}; '
            + ("fits" if r["fits"] else "does not fit")
