@@ -8,7 +8,13 @@ from typing import Any
 from ..search.results import Comparison, Favourite, Note, PlanResult, PlanRow, Relax, SizeResult
 from .command import estimate_command, site_args
 from .fmt import duration, jsonable, num, pct, table, usd
-from .reasons import MICRO_BATCH_TOO_SMALL, PLATFORM_REASONS, reason
+from .reasons import (
+    MICRO_BATCH_TOO_SMALL,
+    PLATFORM_REASONS,
+    export_status,
+    platform_entry,
+    reason,
+)
 
 
 def _layout(p: PlanRow) -> str:
@@ -125,7 +131,7 @@ def _counts(excluded: Any) -> str:
 def favourite(f: Favourite) -> str:
     if f.platforms:
         parts = [PLATFORM_REASONS.get(p.reason, p.reason)
-                 + (f" ({p.status} since {p.since} ({p.rule}))"
+                 + (f" ({export_status(p)})"
                     if p.reason == "export_controlled" else f" ({p.id})" if p.id != f.gpu else "")
                  for p in f.platforms]
         return f"{f.gpu}: " + "; ".join(parts)
@@ -213,18 +219,18 @@ def _tail_lines(r: PlanResult) -> list[str]:
     if r.excluded:
         lines += ["", "excluded candidates: " + "; ".join(
             f"{reason(e.reason)} {e.count:,}" for e in sorted(r.excluded, key=lambda e: -e.count))]
-    for code, ids in _platforms_by_reason(r).items():
+    for code, ids in _platforms_by_reason(r, rule=False).items():
         # the text keeps each entry's head; --json and `gpuplan catalog show ID` give the rule
         lines.append(f"excluded platforms, {PLATFORM_REASONS.get(code, code)}: "
                      + "; ".join(sorted(set(ids))))
     return lines
 
 
-def _platforms_by_reason(r: PlanResult) -> dict[str, list[str]]:
+def _platforms_by_reason(r: PlanResult, *, rule: bool = True) -> dict[str, list[str]]:
+    """The excluded platforms by reason code, each as `reasons.platform_entry`."""
     out: dict[str, list[str]] = {}
     for p in r.excluded_platforms:
-        head = f"{p.id}: {p.status} since {p.since}" if p.reason == "export_controlled" else p.id
-        out.setdefault(p.reason, []).append(head)
+        out.setdefault(p.reason, []).append(platform_entry(p, rule=rule))
     return out
 
 
@@ -286,7 +292,8 @@ def to_json(r: PlanResult, *, request: Mapping[str, Any] | None = None) -> dict[
         best={obj: jsonable(row) for obj, row in r.best},
         excluded={reason(e.reason): e.count for e in r.excluded},
         excluded_codes={e.reason: e.count for e in r.excluded},
-        excluded_platforms={PLATFORM_REASONS.get(k, k): v for k, v in _platform_json(r).items()},
+        excluded_platforms={PLATFORM_REASONS.get(k, k): v
+                            for k, v in _platforms_by_reason(r).items()},
         excluded_platforms_detail=jsonable(r.excluded_platforms),
         why=why(r), why_detail=[{"kind": type(x).__name__.lower(), **jsonable(x)}
                                 for x in r.why],
@@ -297,15 +304,6 @@ def to_json(r: PlanResult, *, request: Mapping[str, Any] | None = None) -> dict[
         scenario_pick=_pick_json(r))
     if r.scenario is None:
         del out["scenario"], out["scenario_pick"]
-    return out
-
-
-def _platform_json(r: PlanResult) -> dict[str, list[str]]:
-    from .reasons import platform_entry
-
-    out: dict[str, list[str]] = {}
-    for p in r.excluded_platforms:
-        out.setdefault(p.reason, []).append(platform_entry(p))
     return out
 
 

@@ -56,10 +56,17 @@ def infeasible(code: str | None) -> str | None:
     return _INFEASIBLE.get(code) or reason(code)
 
 
-def platform_entry(p: Any) -> str:
-    """One excluded platform: 'h100-sxm: prohibited since 2023-10-17 (rule)' or its id."""
+def export_status(p: Any, *, rule: bool = True) -> str:
+    """An export-controlled platform's status: 'prohibited since 2023-10-17 (rule)', the rule
+    left out when `rule` is False."""
+    return f"{p.status} since {p.since}" + (f" ({p.rule})" if rule else "")
+
+
+def platform_entry(p: Any, *, rule: bool = True) -> str:
+    """One excluded platform: 'h100-sxm: prohibited since 2023-10-17 (rule)' (see
+    `export_status`) or its id."""
     if p.reason == "export_controlled":
-        return f"{p.id}: {p.status} since {p.since} ({p.rule})"
+        return f"{p.id}: {export_status(p, rule=rule)}"
     return p.id
 
 
