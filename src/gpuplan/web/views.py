@@ -1,5 +1,6 @@
 """What the page shows beside a result: the charts, the memory of each ranked plan and the
-exact command that reproduces each one. Everything goes through `adapter.run`.
+exact command that reproduces each one. Every result comes from `adapter.run`; the servers the
+TCO can price are read from the (cached) catalog.
 
 `plan_view(body)` = the plan JSON + `estimates` (one `estimate` per ranked plan, for its memory
 breakdown), `commands` (the `gpuplan estimate ...` line of each), `command` (the `gpuplan plan`
@@ -12,6 +13,7 @@ import math
 from typing import Any
 
 from ..api import MODEL_FLAGS
+from ..catalog import load_catalog
 from ..report import svg
 from ..report.command import estimate_args, shell_line, site_args
 from ..report.html import plan_rows
@@ -45,15 +47,15 @@ def estimate_body(row: dict[str, Any], plan: dict[str, Any],
 
 def _tco_body(plan: dict[str, Any], request: dict[str, Any]) -> dict[str, Any] | None:
     """Buy against rent for the first ranked plan whose GPU the catalog prices as a server."""
-    systems = {s["id"]: s for s in run("catalog/systems", {}) if s.get("price_usd")}  # type: ignore[union-attr]
+    systems = {s.id: s for s in load_catalog().systems.values() if s.price_usd}
     for row in plan.get("plans") or []:
         sid = row.get("system") if row.get("system") in systems else next(
-            (s["id"] for s in systems.values() if s["accelerator"] == row["gpu"]), None)
+            (s.id for s in systems.values() if s.accelerator == row["gpu"]), None)
         if sid:
             util = (plan.get("assumptions") or {}).get("own_utilization") or 0.7
             body: dict[str, Any] = {
                 "system": sid, "compare_cloud": True, "utilization": util,
-                "nodes": math.ceil(row["gpus"] / systems[sid]["gpus_per_node"])}
+                "nodes": math.ceil(row["gpus"] / systems[sid].gpus_per_node)}
             for k in ("years", "electricity", "pue", "reuse"):
                 if request.get(k) is not None:
                     body[k] = request[k]
@@ -72,7 +74,6 @@ def plan_view(request: dict[str, Any]) -> dict[str, Any]:
     result["commands"] = [r["reproduce"] for r in rows]
     result["estimates"] = estimates
     result["tco"] = tco
-    result["tco_command"] = command_line("tco", tco_body) if tco_body else None
     result["charts"] = charts("plan", result)
     result["table"] = plan_rows(result.get("plans") or [])
     result["memory_tables"] = [memory_rows(e) for e in estimates]
