@@ -11,18 +11,18 @@ it; for an older record or an estimate `report.command` writes it).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from ..catalog import Catalog, load_catalog
 from ..errors import ConfigError, GpuplanError
 from ..report.command import estimate_command
 from ..report.fmt import duration, num, usd
+from ..search.results import LayoutInfo
 from ..spec import ModelSpec, Offer
 
-# record keys of the plan row; an estimate keeps the layout ones under "layout"
-_LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "global_batch",
-                "seq_len", "recompute", "precision", "optimizer", "sp", "flash", "offload")
+# the layout fields (`LayoutInfo`): a plan row has them at the top, an estimate under "layout"
+_LAYOUT_KEYS = frozenset(f.name for f in fields(LayoutInfo))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,7 +91,6 @@ def _flat(record: dict[str, Any]) -> dict[str, Any]:
     rec = dict(record)
     if isinstance(record.get("layout"), dict):
         rec.update({k: v for k, v in record["layout"].items() if k in _LAYOUT_KEYS})
-        rec.setdefault("time_to_train_days", record.get("time_to_train_days"))
         rec.setdefault("memory_gib_per_gpu", (record.get("memory_gib") or {}).get("total"))
     return rec
 

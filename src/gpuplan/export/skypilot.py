@@ -14,6 +14,7 @@ from typing import Any
 from ..prices import SKYPILOT_NAMES
 from ._emit import yaml_lines
 from ._job import Job, commented, header, job_of
+from .torchrun import PORT
 
 MIN_DISK_GB = 256  # SkyPilot's default disk_size
 
@@ -49,9 +50,9 @@ def _resources(job: Job, notes: list[str]) -> dict[str, Any]:
     return res
 
 
-RUN = """MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)
+RUN = f"""MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)
 torchrun --nnodes $SKYPILOT_NUM_NODES --nproc-per-node $SKYPILOT_NUM_GPUS_PER_NODE \\
-  --node-rank $SKYPILOT_NODE_RANK --master-addr $MASTER_ADDR --master-port 29500 \\
+  --node-rank $SKYPILOT_NODE_RANK --master-addr $MASTER_ADDR --master-port {PORT} \\
   pretrain_gpt.py $(cat megatron_args.txt)
 """
 
