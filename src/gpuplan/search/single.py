@@ -40,9 +40,8 @@ def host_watts_per_gpu(cat: Catalog, p: Platform) -> float:
     system = p.system or default_system(cat, p.accelerator)
     if system is None:
         return 0.0
-    host = costm.host_watts_per_node(system.max_power_watts, system.gpus_per_node,
-                                     p.accelerator.tdp_watts)
-    return float(host) / system.gpus_per_node
+    return float(costm.host_watts_per_gpu(system.max_power_watts, system.gpus_per_node,
+                                          p.accelerator.tdp_watts))
 
 
 def own_usd_per_gpu_hour(p: Platform, site: Site, gpus: Any) -> tuple[Any, Any]:
