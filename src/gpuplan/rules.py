@@ -69,8 +69,14 @@ class LayoutArrays:
         typed 10**30 is compared, not wrapped); a grid as numpy integer arrays."""
         a = cls.read(layout)
         if all(x.ndim == 0 for x in a.values()):
-            a = {k: np.asarray(int(x), dtype=object) for k, x in a.items()}
+            return cls.single(layout)
         return cls(**a)
+
+    @classmethod
+    def single(cls, layout: Any) -> LayoutArrays:
+        """One configuration (each field holds one value, of any shape) as Python integers."""
+        return cls(**{k: np.asarray(int(x.reshape(-1)[0]), dtype=object)
+                      for k, x in cls.read(layout).items()})
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -191,8 +197,9 @@ def valid(layout: Any, model: Any) -> np.ndarray:
 
 
 def first_broken(layout: Any, model: Any, gpus: int | None = None) -> str | None:
-    """The one-line message of the first rule a single configuration breaks, or None."""
-    v = LayoutArrays.exact(layout)
+    """The one-line message of the first rule a single configuration (each integer field of
+    `LAYOUT_NAMES` holding one value) breaks, or None."""
+    v = LayoutArrays.single(layout)
     for rule, keep in _rules(v, model, gpus):
         if not bool(np.all(keep)):
             return _MESSAGES[rule](v.scalars(), model, gpus)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -95,7 +94,7 @@ def resolve_platform(cat: Catalog, gpu: Accelerator, offer: str | None,
 
 
 def _layout_info(layout: Layout) -> LayoutInfo:
-    v = {f.name: np.asarray(getattr(layout, f.name)).item() for f in fields(layout)}
+    v = layout.scalars()
     return LayoutInfo(
         tp=int(v["tp"]), pp=int(v["pp"]), dp=int(v["dp"]), cp=int(v["cp"]), ep=int(v["ep"]),
         vpp=int(v["vpp"]), zero=int(v["zero"]), micro_batch=int(v["micro_batch"]),
