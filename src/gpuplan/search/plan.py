@@ -334,9 +334,8 @@ def at_size(cat: Catalog, req: Request, plat: Platform, gpus: int, mode: str,
     prices = [r for r in price_rows([plat], req.site) if r.mode == mode]
     if not prices:
         return SizeResult(gpus=gpus, feasible=False, reason=f"no_price_{mode}")
-    i = int(np.argmax(g["tokens_per_s"]))
-    rows = _price(req, _take(g, np.arange(g["gpus"].size) == i), prices[0],
-                  host_watts_per_gpu(cat, plat), tally, 0)
+    # one GPU count: evaluate_group already kept its fastest layout alone
+    rows = _price(req, g, prices[0], host_watts_per_gpu(cat, plat), tally, 0)
     if rows is None:
         return SizeResult(gpus=gpus, feasible=False, reason=fz.NO_GOODPUT)
     assert plat.accelerator is not None
