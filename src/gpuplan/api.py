@@ -38,6 +38,8 @@ SITE_FLAGS = {"utilization": "utilization", "years": "years",
               "electricity": "electricity_usd_per_kwh", "pue": "pue",
               "grid_intensity": "grid_kg_co2e_per_kwh",
               "interruptions": "spot_interruptions_per_hour", "reuse": "reuse_utilization"}
+# the site flags whose `search.inputs.check_input` rule has another name (tco's flag)
+SITE_RULES = {"grid_intensity": "grid", "interruptions": "spot_rate"}
 MODEL_FLAGS = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "mlp", "tied_embeddings")
 
 
@@ -80,8 +82,13 @@ def _site(cat: Catalog, flags: dict[str, Any], scen: dict[str, Any] | None = Non
 
 
 def _site_overrides(flags: dict[str, Any]) -> dict[str, float | None]:
-    """The site flags given, as `evaluate.Site` fields (None where not given)."""
-    return {field: flags.get(flag) for flag, field in SITE_FLAGS.items()}
+    """The site flags given, as `evaluate.Site` fields (None where not given), each checked by
+    the rule `gpuplan tco` applies to the same input (`search.inputs.check_input`)."""
+    from .search.inputs import check_input
+
+    return {field: None if flags.get(flag) is None else
+            check_input(SITE_RULES.get(flag, flag), flags[flag], "--" + flag.replace("_", "-"))
+            for flag, field in SITE_FLAGS.items()}
 
 
 def _tokens(tokens: str | float | None) -> float | None:

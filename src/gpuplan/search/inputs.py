@@ -21,9 +21,10 @@ def flag_name(name: str) -> str:
     return "--" + FLAG_NAMES.get(name, name.replace("_", "-"))
 
 
-def check_input(name: str, value: Any) -> float:
-    """One numeric input, checked: finite, >= 0, in range; -0 becomes 0."""
-    flag = flag_name(name)
+def check_input(name: str, value: Any, flag: str | None = None) -> float:
+    """One numeric input, checked: finite, >= 0, in range; -0 becomes 0. `name` picks the rule
+    (a `gpuplan tco` input name), `flag` the flag the message names (default: `name`'s)."""
+    flag = flag or flag_name(name)
     try:
         v = float(value) + 0.0  # -0.0 + 0.0 == +0.0
     except (TypeError, ValueError):
@@ -34,13 +35,17 @@ def check_input(name: str, value: Any) -> float:
         raise ConfigError(f"{flag} must be a fraction between 0 and 1, got {value}; "
                           f"write 0.7 for 70%")
     if name == "pue" and v < 1:
-        raise ConfigError(f"--pue must be at least 1 (facility power / IT power), got {value}")
-    if name in ("years", "nodes", "utilization") and v <= 0:
+        raise ConfigError(f"{flag} must be at least 1 (facility power / IT power), got {value}")
+    if name == "utilization" and v <= 0:
+        raise ConfigError(f"{flag} must be more than 0, got {v:g}: an owned cluster that does "
+                          f"no useful work has no cost per GPU-hour; give the share of hours "
+                          f"it trains, e.g. 0.7")
+    if name in ("years", "nodes") and v <= 0:
         raise ConfigError(f"{flag} must be more than 0, got {value}")
     if name == "nodes" and v != int(v):
-        raise ConfigError(f"--nodes must be a whole number, got {value}")
+        raise ConfigError(f"{flag} must be a whole number, got {value}")
     if name == "years" and v > MAX_YEARS:
-        raise ConfigError(f"--years must be at most {MAX_YEARS:g}, got {value}")
+        raise ConfigError(f"{flag} must be at most {MAX_YEARS:g}, got {value}")
     if v > MAX_VALUE:
         raise ConfigError(f"{flag} must be at most {MAX_VALUE:g}, got {value}; fix the value")
     return v
