@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import json
+import math
+import warnings
+
 import pytest
 
 import gpuplan
@@ -49,3 +53,46 @@ def test_api_site_flags_in_range_still_run():
 def test_cli_site_flags_keep_the_tco_rules(run_cli, argv, message):
     code, out, err = run_cli(*argv)
     assert (code, out, err) == (2, "", f"gpuplan: error: {message}\n")
+
+
+# Issue 10 leftovers: a day of life and 1% of the hours at least; every input at most 1e12, so
+# a cost per used GPU-hour never overflows (these printed a numpy RuntimeWarning).
+@pytest.mark.parametrize("argv, message", [
+    (("tco", "--system", "dgx-h100", "--nodes", "1", "--years=1e-320"),
+     "--years must be at least 1/365.25 (one day), got 1e-320"),
+    (("tco", "--system", "dgx-h100", "--nodes", "1", "--utilization", "0.001"),
+     "--utilization must be at least 0.01 (1% of the hours), got 0.001"),
+    (("plan", "--model", "llama3-8b", "--tokens", "1T", "--utilization", "1e-320"),
+     "--utilization must be at least 0.01 (1% of the hours), got 1e-320"),
+    (("plan", "--model", "llama3-8b", "--tokens", "1T", "--years", "0.001"),
+     "--years must be at least 1/365.25 (one day), got 0.001"),
+    (("plan", "--model", "llama3-8b", "--tokens", "1T", "--electricity", "1e300"),
+     "--electricity must be at most 1e+12, got 1e+300; fix the value"),
+])
+def test_tiny_life_and_use_and_huge_money_are_refused(run_cli, argv, message):
+    code, out, err = run_cli(*argv)
+    assert (code, out, err) == (2, "", f"gpuplan: error: {message}\n")
+
+
+def _numbers(doc):
+    if isinstance(doc, dict):
+        doc = list(doc.values())
+    if isinstance(doc, list):
+        return [x for v in doc for x in _numbers(v)]
+    return [doc] if isinstance(doc, float) else []
+
+
+def test_the_smallest_and_largest_inputs_allowed_stay_finite(run_cli):
+    """At the stated bounds (a day, 1%, 1e12 USD) every number is finite and numpy silent."""
+    bounds = ("--years", str(1 / 365.25), "--utilization", "0.01", "--price", "1e12",
+              "--electricity", "1e12", "--staff", "1e12", "--colocation", "1e12",
+              "--pue", "1e12")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code, out, err = run_cli("tco", "--system", "dgx-h100", "--nodes", "1", *bounds,
+                                 "--compare-cloud", "--json")
+    assert (code, err) == (0, "")
+    doc = json.loads(out)
+    assert 0 < doc["usd_per_gpu_hour"] < math.inf
+    numbers = _numbers(doc)  # the cloud rows and break-evens too
+    assert len(numbers) > 20 and all(math.isfinite(x) for x in numbers)

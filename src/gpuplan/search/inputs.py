@@ -13,6 +13,10 @@ FRACTIONS = {"utilization", "maintenance", "install", "residual", "load_factor",
 FLAG_NAMES = {"spot_rate": "spot-interruptions"}
 MAX_VALUE = 1e12  # any money or rate input above this is a typo, not a price
 MAX_YEARS = 100.0
+# Smallest lives and shares of use costed: below them a cost per used GPU-hour divides by
+# hours so few that it overflows (1e-320 years), and no one prices hardware that way.
+MIN_YEARS = 1 / 365.25  # one day
+MIN_UTILIZATION = 0.01  # 1% of the hours
 
 
 def flag_name(name: str) -> str:
@@ -22,7 +26,8 @@ def flag_name(name: str) -> str:
 
 
 def check_input(name: str, value: Any, flag: str | None = None) -> float:
-    """One numeric input, checked: finite, >= 0, in range; -0 becomes 0. `name` picks the rule
+    """One numeric input, checked: finite, >= 0, in range (every input at most MAX_VALUE, so
+    products of them stay finite); -0 becomes 0. `name` picks the rule
     (a `gpuplan tco` input name), `flag` the flag the message names (default: `name`'s)."""
     flag = flag or flag_name(name)
     try:
@@ -42,6 +47,11 @@ def check_input(name: str, value: Any, flag: str | None = None) -> float:
                           f"it trains, e.g. 0.7")
     if name in ("years", "nodes") and v <= 0:
         raise ConfigError(f"{flag} must be more than 0, got {value}")
+    if name == "utilization" and v < MIN_UTILIZATION:
+        raise ConfigError(f"{flag} must be at least {MIN_UTILIZATION:g} (1% of the hours), "
+                          f"got {value}")
+    if name == "years" and v < MIN_YEARS:
+        raise ConfigError(f"{flag} must be at least 1/365.25 (one day), got {value}")
     if name == "nodes" and v != int(v):
         raise ConfigError(f"{flag} must be a whole number, got {value}")
     if name == "years" and v > MAX_YEARS:

@@ -207,8 +207,6 @@ def _not_charged(system: System, site: Site, values: dict[str, float],
 
 # --- the owned cluster -------------------------------------------------------------------------
 def own_record(system: System, acc: Accelerator, site: Site, nodes: int) -> OwnRecord:
-    from ..estimators import cost
-
     o = own_cost(system, acc, site, nodes)
     f = lambda x: float(x)  # noqa: E731 -- numpy scalar -> float
     gpus = f(o.gpus)
