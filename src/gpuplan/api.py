@@ -38,6 +38,8 @@ SITE_FLAGS = {"utilization": "utilization", "years": "years",
               "electricity": "electricity_usd_per_kwh", "pue": "pue",
               "grid_intensity": "grid_kg_co2e_per_kwh",
               "interruptions": "spot_interruptions_per_hour", "reuse": "reuse_utilization"}
+# the site flags whose `search.inputs.check_input` rule has another name (tco's flag)
+SITE_RULES = {"grid_intensity": "grid", "interruptions": "spot_rate"}
 MODEL_FLAGS = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "mlp", "tied_embeddings")
 
 
@@ -76,13 +78,22 @@ def _site(cat: Catalog, flags: dict[str, Any], scen: dict[str, Any] | None = Non
     from .search import scenario
     from .search.evaluate import site_from_catalog
 
-    overrides = {field: flags.get(flag) for flag, field in SITE_FLAGS.items()}
-    return site_from_catalog(cat, **scenario.site_overrides(scen or {}, overrides))
+    return site_from_catalog(cat, **scenario.site_overrides(scen or {}, _site_overrides(flags)))
+
+
+def _site_overrides(flags: dict[str, Any]) -> dict[str, float | None]:
+    """The site flags given, as `evaluate.Site` fields (None where not given), each checked by
+    the rule `gpuplan tco` applies to the same input (`search.inputs.check_input`)."""
+    from .search.inputs import check_input
+
+    return {field: None if flags.get(flag) is None else
+            check_input(SITE_RULES.get(flag, flag), flags[flag], "--" + flag.replace("_", "-"))
+            for flag, field in SITE_FLAGS.items()}
 
 
 def _tokens(tokens: str | float | None) -> float | None:
-    if tokens is None or tokens == "":
-        return None if tokens is None else parse_count(tokens, "--tokens")
+    if tokens is None:
+        return None
     value = parse_count(tokens, "--tokens")
     if not value > 0:
         raise ConfigError("--tokens must be more than 0, e.g. 2T")
@@ -135,7 +146,7 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
     site flags (utilization, years, electricity, pue, grid_intensity, interruptions, reuse)."""
     from .search import single
 
-    _check_flags(flags)
+    _check_flags(flags, [*SITE_FLAGS, *MODEL_FLAGS])
     cat = _catalog(catalog)
     m = _model(cat, model, flags)
     acc = cat.accelerator(gpu)
@@ -151,15 +162,18 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
         check_tokens(value, int(layout.global_batch) * int(layout.seq_len), tokens)
     return single.estimate(cat, m, acc, layout, gpus=n, tokens=value, offer=offer,
                            system=system, usd_per_gpu_hour=usd_per_gpu_hour, pricing=pricing,
-                           overrides={SITE_FLAGS[k]: flags.get(k) for k in SITE_FLAGS})
+                           overrides=_site_overrides(flags))
 
 
-def _check_flags(flags: dict[str, Any]) -> None:
-    unknown = sorted(set(flags) - set(SITE_FLAGS) - set(MODEL_FLAGS))
+def _check_flags(flags: dict[str, Any], known: Sequence[str], extra: Sequence[str] = ()
+                 ) -> None:
+    """No keyword outside `known`; a typo gets a did-you-mean from `known` and `extra` (the
+    function's named arguments)."""
+    unknown = sorted(set(flags) - set(known))
     if unknown:
         from .errors import suggest
 
-        hint = suggest(unknown[0], [*SITE_FLAGS, *MODEL_FLAGS])
+        hint = suggest(unknown[0], [*known, *extra])
         raise ConfigError(f"unknown argument '{unknown[0]}'"
                           + (f"; did you mean '{hint[0]}'?" if hint else ""))
 
@@ -221,7 +235,7 @@ def plan(*, model: str | ModelSpec | None = None, tokens: str | float | None = N
     from .search.plan import search
 
     t0 = time.perf_counter()
-    _check_flags(flags)
+    _check_flags(flags, [*SITE_FLAGS, *MODEL_FLAGS])
     cat = _catalog(catalog)
     a = dict(locals())
     scen = scn.load(cat, scenario, "gpuplan plan --help")
@@ -265,15 +279,9 @@ def tco(*, system: str | None = None, nodes: float | None = None,
     load_factor, reuse, grid, spot_interruptions); each defaults to the catalog's site table."""
     from .search import ownership
 
-    unknown = sorted(set(flags) - set(TCO_SITE_FLAGS))
-    if unknown:
-        from .errors import suggest
-
-        hint = suggest(unknown[0], [*TCO_SITE_FLAGS, "system", "nodes", "utilization", "price",
-                                    "host_load_factor", "compare_cloud", "pricing", "cloud",
-                                    "model", "scenario", "catalog"])
-        raise ConfigError(f"unknown argument '{unknown[0]}'"
-                          + (f"; did you mean '{hint[0]}'?" if hint else ""))
+    _check_flags(flags, TCO_SITE_FLAGS, extra=(
+        "system", "nodes", "utilization", "price", "host_load_factor", "compare_cloud",
+        "pricing", "cloud", "model", "scenario", "catalog"))
     return ownership.tco(system=system, nodes=nodes, utilization=utilization, price=price,
                          host_load_factor=host_load_factor, compare_cloud=compare_cloud,
                          pricing=tuple(_as_list(pricing)), cloud=cloud, model=model,

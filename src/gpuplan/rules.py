@@ -1,12 +1,12 @@
 """Layout rules and size bounds (L1, beside spec and imported by it; numpy only).
 
-One definition of which training layouts are structurally valid for a model: `layout_rules`
-yields each rule with the mask of configurations that keep it. `spec.Layout.valid_mask` ANDs
-them over a grid (the search), `spec.Layout.check` reports the first broken one for a single
-configuration (the CLI), with the message of `message`, so `plan` and `estimate` can never
-disagree. Range rules come first, bounded by the model's real sizes, and a single configuration
-is evaluated in exact Python integers, so no typed number (10**30 included) overflows or starts
-a search longer than the model allows.
+One definition of which training layouts are structurally valid for a model: `_rules` yields
+each rule with the mask of configurations that keep it. `valid` (`spec.Layout.valid_mask`) ANDs
+them over a grid (the search), `first_broken` (`spec.Layout.check`) reports the first broken one
+for a single configuration (the CLI) with its message from `_MESSAGES`, so `plan` and `estimate`
+can never disagree. Range rules come first, bounded by the model's real sizes, and a single
+configuration is evaluated in exact Python integers, so no typed number (10**30 included)
+overflows or starts a search longer than the model allows.
 """
 
 from __future__ import annotations
@@ -69,8 +69,14 @@ class LayoutArrays:
         typed 10**30 is compared, not wrapped); a grid as numpy integer arrays."""
         a = cls.read(layout)
         if all(x.ndim == 0 for x in a.values()):
-            a = {k: np.asarray(int(x), dtype=object) for k, x in a.items()}
+            return cls.single(layout)
         return cls(**a)
+
+    @classmethod
+    def single(cls, layout: Any) -> LayoutArrays:
+        """One configuration (each field holds one value, of any shape) as Python integers."""
+        return cls(**{k: np.asarray(int(x.reshape(-1)[0]), dtype=object)
+                      for k, x in cls.read(layout).items()})
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -116,8 +122,8 @@ def _n(x: int) -> str:
     return f"about 10^{int(math.log10(abs(x)) + 1e-9)}"
 
 
-def _pp_hint(layers: int, pp: int) -> str:
-    d = largest_divisor(layers, pp)
+def _pp_hint(d: int) -> str:
+    """The hint after a --pp the layers do not take; d: the divisor of the layers to offer."""
     return (f"use a divisor such as {d}" if d > 1 else
             "its layer count has no divisor other than 1 and itself, and uneven "
             "pipeline stages are not modelled; use --pp 1")
@@ -139,16 +145,16 @@ _MESSAGES: dict[str, _Msg] = {
         f"change a degree or the GPU count"),
     "tp_range": lambda v, m, g: (
         f"--tp {_n(v['tp'])} is more than the model's {m.heads} attention heads; use a divisor "
-        f"such as {largest_divisor(m.heads, m.heads)}"),
+        f"such as {m.heads}"),
     "tp": lambda v, m, g: (
         f"--tp {v['tp']} does not divide the model's {m.heads} attention heads "
         f"({m.kv_heads} KV heads); use a divisor such as {largest_divisor(m.heads, v['tp'])}"),
     "pp_range": lambda v, m, g: (
         f"--pp {_n(v['pp'])} (x {_n(v['vpp'])} interleaved stages) is more than the model's "
-        f"{m.layers} layers; {_pp_hint(m.layers, m.layers)}"),
+        f"{m.layers} layers; {_pp_hint(m.layers)}"),
     "pp": lambda v, m, g: (
         f"--pp {v['pp']} (x {v['vpp']} interleaved stages) does not divide the model's "
-        f"{m.layers} layers; {_pp_hint(m.layers, v['pp'])}"),
+        f"{m.layers} layers; {_pp_hint(largest_divisor(m.layers, v['pp']))}"),
     "ep_range": lambda v, m, g: (
         f"--ep {_n(v['ep'])} is more than the model's {m.experts} experts"),
     "ep": lambda v, m, g: f"--ep {v['ep']} does not divide the model's {m.experts} experts",
@@ -174,12 +180,6 @@ def largest_divisor(n: int, at_most: int) -> int:
     return max(d for d in range(1, max(1, min(n, at_most)) + 1) if n % d == 0)
 
 
-def layout_rules(layout: Any, model: Any, gpus: int | None = None
-                 ) -> Iterator[tuple[str, Any]]:
-    """(rule, keep-mask) for every rule, in order (a generator: stop at the first broken one)."""
-    yield from _rules(LayoutArrays.exact(layout), model, gpus)
-
-
 def valid(layout: Any, model: Any) -> np.ndarray:
     """Which configurations of the grid keep every rule (gpus = tp*pp*cp*dp by construction)."""
     v = LayoutArrays.exact(layout)
@@ -191,8 +191,9 @@ def valid(layout: Any, model: Any) -> np.ndarray:
 
 
 def first_broken(layout: Any, model: Any, gpus: int | None = None) -> str | None:
-    """The one-line message of the first rule a single configuration breaks, or None."""
-    v = LayoutArrays.exact(layout)
+    """The one-line message of the first rule a single configuration (each integer field of
+    `LAYOUT_NAMES` holding one value) breaks, or None."""
+    v = LayoutArrays.single(layout)
     for rule, keep in _rules(v, model, gpus):
         if not bool(np.all(keep)):
             return _MESSAGES[rule](v.scalars(), model, gpus)

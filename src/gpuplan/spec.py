@@ -5,16 +5,16 @@ Units are in field names: bytes, FLOP/s, seconds, USD, watts. `peak_flops` is al
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
 from .errors import ConfigError, quote
+from .rules import LAYOUT_NAMES, MODEL_MAX, first_broken, valid
 from .rules import MAX_BATCH as MAX_BATCH
 from .rules import MAX_LAYERS as MAX_LAYERS
 from .rules import MAX_SEQ_LEN as MAX_SEQ_LEN
-from .rules import MODEL_MAX, first_broken, valid
 from .rules import largest_divisor as largest_divisor
 
 # Training precisions, in the order of their integer codes in vectorized layouts.
@@ -333,6 +333,10 @@ class Layout:
         """Micro-batches per replica per step (gradient-accumulation steps)."""
         return self.global_batch / (self.dp * self.micro_batch)
 
+    def scalars(self) -> dict[str, Any]:
+        """The fields of a single configuration (each holding one value) as Python scalars."""
+        return {f.name: np.asarray(getattr(self, f.name)).item() for f in fields(self)}
+
     def valid_mask(self, model: ModelSpec) -> np.ndarray:
         """Vectorized: which configurations are structurally valid for this model (the rules
         of `gpuplan.rules`, the same ones `check` reports)."""
@@ -341,15 +345,11 @@ class Layout:
     def check(self, model: ModelSpec, gpus: int | None = None) -> None:
         """Scalar check with one clear line for the first broken rule (the CLI calls this):
         the rules of `valid_mask` on a grid of one."""
-        ints = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "global_batch",
-                "seq_len")
-        for name in ints:
+        for name in LAYOUT_NAMES.values():
             if np.size(getattr(self, name)) != 1:
                 raise ConfigError(f"Layout.check takes one configuration; {name} has "
                                   f"{np.size(getattr(self, name))} values (use valid_mask)")
-        one = replace(self, **{k: int(np.asarray(getattr(self, k)).reshape(-1)[0])
-                               for k in ints})
-        problem = first_broken(one, model, gpus)
+        problem = first_broken(self, model, gpus)
         if problem is not None:
             raise ConfigError(problem)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..search.inputs import flag_name
 from . import common_options
 from .options import add_report_options, write_html
 
@@ -63,7 +64,7 @@ def register(sub: Any) -> None:
                    help="host (CPU, NIC, fans) power as a fraction of its maximum "
                    "(default: the GPU load factor)")
     for dest, text in SITE_FLAG_HELP.items():
-        flag = "--" + {"spot_rate": "spot-interruptions"}.get(dest, dest.replace("_", "-"))
+        flag = flag_name(dest)
         p.add_argument(flag, dest=dest, type=float, metavar="X", help=text + " (default: site)")
     p.add_argument("--compare-cloud", action="store_true",
                    help="rent the same GPUs in every pricing mode of the catalog's offers")

@@ -260,6 +260,13 @@ def host_watts_per_node(system_max_power_watts: Any, gpus_per_node: Any,
                       - np.asarray(gpus_per_node) * _nonneg("GPU TDP", gpu_tdp_watts), 0.0)
 
 
+def host_watts_per_gpu(system_max_power_watts: Any, gpus_per_node: Any,
+                       gpu_tdp_watts: Any) -> np.ndarray:
+    # host power per GPU = host power per node / GPUs per node
+    return host_watts_per_node(system_max_power_watts, gpus_per_node,
+                               gpu_tdp_watts) / np.asarray(gpus_per_node, dtype=float)
+
+
 def it_power_watts(gpus: Any, gpu_tdp_watts: Any, host_watts_per_gpu: Any,
                    gpu_load_factor: Any, host_load_factor: Any) -> np.ndarray:
     # IT power = GPUs x (TDP x GPU load + host power per GPU x host load); the one definition
@@ -355,8 +362,7 @@ def own_tco(*, nodes: Any, gpus_per_node: Any, system_price_usd: Any,
     capex = {"servers": servers, "network": network, "storage": storage, "install": install}
     capex_total = servers + network + storage + install
     hlf = gpu_load_factor if host_load_factor is None else host_load_factor
-    host_per_gpu = host_watts_per_node(system_max_power_watts, gpus_per_node,
-                                       gpu_tdp_watts) / np.asarray(gpus_per_node, dtype=float)
+    host_per_gpu = host_watts_per_gpu(system_max_power_watts, gpus_per_node, gpu_tdp_watts)
     it_w = it_power_watts(gpus, gpu_tdp_watts, host_per_gpu, gpu_load_factor, hlf)
     provisioned_kw = np.asarray(nodes) * _nonneg("system power", system_max_power_watts) / 1000
     opex = {

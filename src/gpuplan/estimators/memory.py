@@ -406,15 +406,18 @@ def _per_layer(model: ModelSpec, L: Layout) -> _PerLayer:
     kw = dict(seq_len=L.seq_len, micro_batch=L.micro_batch, tp=tp, cp=cp, sp=L.sp,
               precision=np.asarray(L.precision, dtype=np.intp))
     dense = _layer_acts(model, flash=L.flash, dropout=L.dropout, **kw)
-    moe = _layer_acts(model, flash=L.flash, dropout=L.dropout, moe=True, **kw) \
-        if model.is_moe else dense
+    dense_stored = np.choose(rc, [dense.none, dense.selective, dense.full])
+    dense_transient = _recompute_transient(dense, rc)
+    moe_stored, moe_transient = dense_stored, dense_transient  # a dense model: the same layers
+    if model.is_moe:
+        moe = _layer_acts(model, flash=L.flash, dropout=L.dropout, moe=True, **kw)
+        moe_stored = np.choose(rc, [moe.none, moe.selective, moe.full])
+        moe_transient = _recompute_transient(moe, rc)
     saved, live = logits_bytes(model, **kw)
     emb_mask = np.asarray(L.dropout) * tokens_per_rank(L.seq_len, L.micro_batch, cp) \
         * model.hidden / np.where(L.sp, tp, 1)
-    return _PerLayer(dense_stored=np.choose(rc, [dense.none, dense.selective, dense.full]),
-                     dense_transient=_recompute_transient(dense, rc),
-                     moe_stored=np.choose(rc, [moe.none, moe.selective, moe.full]),
-                     moe_transient=_recompute_transient(moe, rc), head=saved + live,
+    return _PerLayer(dense_stored=dense_stored, dense_transient=dense_transient,
+                     moe_stored=moe_stored, moe_transient=moe_transient, head=saved + live,
                      emb_mask=emb_mask)
 
 

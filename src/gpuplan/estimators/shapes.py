@@ -36,6 +36,7 @@ __all__ = [
     "hidden_activation_bytes",
     "kv_width_per_rank",
     "layers_per_stage",
+    "most_params",
     "params_per_gpu",
     "shard_group",
     "sharded_params",
@@ -148,7 +149,11 @@ def stages(model: ModelSpec, tp: Any, pp: Any, ep: Any) -> tuple[StageParams, St
 
 def params_per_gpu(model: ModelSpec, tp: Any, pp: Any, ep: Any) -> Any:
     """Parameters on one GPU of the stage that holds the most (before ZeRO sharding)."""
-    first, last = stages(model, tp, pp, ep)
+    return most_params(*stages(model, tp, pp, ep))
+
+
+def most_params(first: StageParams, last: StageParams) -> Any:
+    """Parameters on one GPU of the busier of the first and last stages (before ZeRO)."""
     return np.maximum(first.total, last.total)
 
 

@@ -42,11 +42,12 @@ from .compute import (
     memory_bound_time,
 )
 from .shapes import (
+    StageParams,
     act_element_bytes,
     hidden_activation_bytes,
     kv_width_per_rank,
     layers_per_stage,
-    params_per_gpu,
+    most_params,
     sharded_params,
     stages,
     tokens_per_rank,
@@ -182,19 +183,20 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
     memory_s = memory_bound_time(tokens_gpu / c.tp * per_token * repeat,
                                  hw.memory_bandwidth_bytes_per_s, eff.memory_fraction)
     overhead_s = np.asarray(eff.layer_overhead_s) * lps * c.m * repeat
-    params = params_per_gpu(model, c.tp, c.pp, c.ep)
+    placed = stages(model, c.tp, c.pp, c.ep)  # (first, last), computed once
+    params = most_params(*placed)
     opt_bytes = np.choose(np.asarray(optimizer), OPTIMIZER_STEP_BYTES)
-    optimizer_s = memory_bound_time(_optimizer_params(model, c) * opt_bytes,
+    optimizer_s = memory_bound_time(_optimizer_params(c, placed) * opt_bytes,
                                     hw.memory_bandwidth_bytes_per_s, eff.memory_fraction)
     return dict(compute_s=compute_s, memory_s=memory_s, overhead_s=overhead_s,
                 optimizer_s=optimizer_s, params=params, fl=fl, eff_mm=eff_mm)
 
 
-def _optimizer_params(model: ModelSpec, c: _Ctx) -> Any:
+def _optimizer_params(c: _Ctx, placed: tuple[StageParams, StageParams]) -> Any:
     """Parameters whose optimizer step one GPU runs: its stage's, sharded as ZeRO-1+ shards the
-    optimizer state (the same count as the memory model's optimizer bytes); the busier stage."""
-    first, last = stages(model, c.tp, c.pp, c.ep)
-    return np.maximum(*(sharded_params(P, c.dp, c.cp, c.ep, c.zero >= 1) for P in (first, last)))
+    optimizer state (the same count as the memory model's optimizer bytes); the busier of the
+    (first, last) stages `placed` (`shapes.stages`)."""
+    return np.maximum(*(sharded_params(P, c.dp, c.cp, c.ep, c.zero >= 1) for P in placed))
 
 
 def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any, tp_overlap: Any

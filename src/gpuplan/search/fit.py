@@ -12,7 +12,6 @@ ZeRO-3 and full recompute together.
 from __future__ import annotations
 
 import math
-from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -26,10 +25,6 @@ __all__ = ["fit_options"]
 
 MAX_TP = 8  # tensor parallelism stays inside one 8-GPU server's scale-up domain
 MAX_GPUS = 65536  # largest cluster the "more GPUs" search considers
-
-
-def _scalar(layout: Layout) -> dict[str, Any]:
-    return {f.name: np.asarray(getattr(layout, f.name)).item() for f in fields(layout)}
 
 
 def _variants(model: ModelSpec, base: dict[str, Any], gpus: int) -> list[tuple[str, str, dict]]:
@@ -81,7 +76,7 @@ def fit_options(
     kw = dict(runtime_overhead_bytes=runtime_overhead_bytes, fragmentation=fragmentation)
     if float(memory_breakdown(model, layout, **kw).total) <= capacity_bytes:
         return ()
-    base = _scalar(layout)
+    base = layout.scalars()
     variants = _variants(model, base, gpus)
     if not variants:
         return ()

@@ -10,7 +10,6 @@ Every value records where it came from: a flag, the scenario, or the catalog's s
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +19,7 @@ from ..estimators import cost
 from ..spec import Accelerator, Pod, System
 from . import scenario as scn
 from .evaluate import Site, own_cost, owned_site, site_from_catalog
+from .inputs import check_input
 from .plan import MAX_GPUS_CAP
 from .rent import BreakEven, CloudRow, break_even_by_mode, cloud_rows
 from .scenario import Pick
@@ -41,11 +41,6 @@ SITE_INPUTS: dict[str, tuple[str, str]] = {
     "grid": ("grid_kg_co2e_per_kwh", "grid_kg_co2e_per_kwh"),
     "spot_rate": ("spot_interruptions_per_hour", "spot_interruptions_per_hour"),
 }
-FRACTIONS = {"utilization", "maintenance", "install", "residual", "load_factor",
-             "host_load_factor", "reuse"}
-FLAG_NAMES = {"spot_rate": "spot-interruptions"}
-MAX_VALUE = 1e12  # any money or rate input above this is a typo, not a price
-MAX_YEARS = 100.0
 # why an owned system is not charged a site value (evaluate.owned_site): input -> origin
 NOT_CHARGED = {
     ("network", "network_usd_per_gpu"): "single box: no scale-out NIC; --network adds one",
@@ -121,35 +116,6 @@ class TcoResult:
 
 
 # --- inputs ------------------------------------------------------------------------------------
-def _flag(name: str) -> str:
-    return "--" + FLAG_NAMES.get(name, name.replace("_", "-"))
-
-
-def check_input(name: str, value: Any) -> float:
-    """One numeric input, checked: finite, >= 0, in range; -0 becomes 0."""
-    flag = _flag(name)
-    try:
-        v = float(value) + 0.0  # -0.0 + 0.0 == +0.0
-    except (TypeError, ValueError):
-        raise ConfigError(f"{flag} must be a number, got {value!r}") from None
-    if not math.isfinite(v) or v < 0:
-        raise ConfigError(f"{flag} must be a number >= 0, got {value}; fix the value")
-    if name in FRACTIONS and v > 1:
-        raise ConfigError(f"{flag} must be a fraction between 0 and 1, got {value}; "
-                          f"write 0.7 for 70%")
-    if name == "pue" and v < 1:
-        raise ConfigError(f"--pue must be at least 1 (facility power / IT power), got {value}")
-    if name in ("years", "nodes", "utilization") and v <= 0:
-        raise ConfigError(f"{flag} must be more than 0, got {value}")
-    if name == "nodes" and v != int(v):
-        raise ConfigError(f"--nodes must be a whole number, got {value}")
-    if name == "years" and v > MAX_YEARS:
-        raise ConfigError(f"--years must be at most {MAX_YEARS:g}, got {value}")
-    if v > MAX_VALUE:
-        raise ConfigError(f"{flag} must be at most {MAX_VALUE:g}, got {value}; fix the value")
-    return v
-
-
 def _resolve_system(cat: Catalog, name: str) -> tuple[System, Pod | None]:
     """A system id, or a pod id (its system, and its node count)."""
     try:
@@ -241,8 +207,6 @@ def _not_charged(system: System, site: Site, values: dict[str, float],
 
 # --- the owned cluster -------------------------------------------------------------------------
 def own_record(system: System, acc: Accelerator, site: Site, nodes: int) -> OwnRecord:
-    from ..estimators import cost
-
     o = own_cost(system, acc, site, nodes)
     f = lambda x: float(x)  # noqa: E731 -- numpy scalar -> float
     gpus = f(o.gpus)

@@ -223,12 +223,27 @@ class _Group:
     plats: list[Platform]
     counts: np.ndarray
     prices: list[PriceRow]
+    host_watts: list[float]  # host power per GPU of each price row's platform
 
 
-def _price(req: Request, cat: Catalog, g: dict[str, np.ndarray], price: PriceRow,
+def _group(req: Request, cat: Catalog, plats: list[Platform], cap: int) -> _Group:
+    """The GPU counts and price rows of one physics group; host power once per platform."""
+    prices: list[PriceRow] = []
+    host_watts: list[float] = []
+    for p in plats:
+        rows = price_rows([p], req.site, req.filters.pricing)
+        watts = host_watts_per_gpu(cat, p) if rows else 0.0
+        prices += rows
+        host_watts += [watts] * len(rows)
+    return _Group(plats=plats, counts=gpu_counts(plats[0].gpus_per_node, cap), prices=prices,
+                  host_watts=host_watts)
+
+
+def _price(req: Request, g: dict[str, np.ndarray], price: PriceRow, host_watts: float,
            tally: Tally, meta_id: int) -> dict[str, np.ndarray] | None:
     """Rows of one group priced one way: days, cost, energy; rows the offer cannot supply or
-    whose run never ends (goodput 0) are excluded."""
+    whose run never ends (goodput 0) are excluded. `host_watts` is the platform's host power
+    per GPU (`host_watts_per_gpu`)."""
     plat = price.platform
     acc = plat.accelerator
     assert acc is not None
@@ -240,7 +255,7 @@ def _price(req: Request, cat: Catalog, g: dict[str, np.ndarray], price: PriceRow
     o = outcome(tokens=req.tokens, tokens_per_s=rows["tokens_per_s"], gpus=rows["gpus"],
                 gpus_per_node=plat.gpus_per_node, params=req.model.total_params(),
                 mode=costm.mode_code(price.mode), usd_per_gpu_hour=price.usd_per_gpu_hour,
-                tdp_watts=acc.tdp_watts, host_watts_per_gpu=host_watts_per_gpu(cat, plat),
+                tdp_watts=acc.tdp_watts, host_watts_per_gpu=host_watts,
                 site=req.site)
     shape = rows["gpus"].shape
     rows["days"] = np.broadcast_to(np.asarray(o.days, dtype=float), shape).copy()
@@ -267,8 +282,7 @@ def search(cat: Catalog, req: Request,
     planned = []
     for plats in group_by_physics(platforms).values():
         cap = min(req.max_gpus, max(p.max_gpus or req.max_gpus for p in plats))
-        planned.append(_Group(plats=plats, counts=gpu_counts(plats[0].gpus_per_node, cap),
-                              prices=price_rows(plats, req.site, req.filters.pricing)))
+        planned.append(_group(req, cat, plats, cap))
     total = sum(g.counts.size * per_group * len(g.prices) for g in planned)
     if total > SEARCH_CAP:
         raise ConfigError(f"the search space has {total:,} candidates, above the cap of "
@@ -285,8 +299,8 @@ def search(cat: Catalog, req: Request,
         if grp.counts.size == 0:
             continue
         g = evaluate_group(req, cat, grp.plats, grp.counts, axes, tally, table)
-        for price in grp.prices if g["gpus"].size else ():
-            rows = _price(req, cat, g, price, tally, len(meta))
+        for price, host in zip(grp.prices, grp.host_watts, strict=True):
+            rows = _price(req, g, price, host, tally, len(meta)) if g["gpus"].size else None
             if rows is not None:
                 meta.append(price)
                 joined.append(rows)
@@ -320,8 +334,8 @@ def at_size(cat: Catalog, req: Request, plat: Platform, gpus: int, mode: str,
     prices = [r for r in price_rows([plat], req.site) if r.mode == mode]
     if not prices:
         return SizeResult(gpus=gpus, feasible=False, reason=f"no_price_{mode}")
-    i = int(np.argmax(g["tokens_per_s"]))
-    rows = _price(req, cat, _take(g, np.arange(g["gpus"].size) == i), prices[0], tally, 0)
+    # one GPU count: evaluate_group already kept its fastest layout alone
+    rows = _price(req, g, prices[0], host_watts_per_gpu(cat, plat), tally, 0)
     if rows is None:
         return SizeResult(gpus=gpus, feasible=False, reason=fz.NO_GOODPUT)
     assert plat.accelerator is not None

@@ -110,8 +110,7 @@ def run_on(cat: Catalog, req: Request, plat: Platform, gpus: int, mode: str,
     """The fastest layout of `gpus` GPUs of platform `plat`, priced in `mode`, judged against
     the request's deadline and budget (the budget counts owned cash up front, as the search)."""
     r = at_size(cat, req, plat, gpus, mode, precs)
-    names = {f.name for f in dataclasses.fields(Pick)}
-    fields = {f.name: getattr(r, f.name) for f in dataclasses.fields(r) if f.name in names}
+    fields = {f.name: getattr(r, f.name) for f in dataclasses.fields(r)}  # Pick extends it
     fields.update(system=plat.system.id if plat.system else None,
                   offer=plat.offer.id if plat.offer else None)
     if r.feasible:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -40,9 +39,8 @@ def host_watts_per_gpu(cat: Catalog, p: Platform) -> float:
     system = p.system or default_system(cat, p.accelerator)
     if system is None:
         return 0.0
-    host = costm.host_watts_per_node(system.max_power_watts, system.gpus_per_node,
-                                     p.accelerator.tdp_watts)
-    return float(host) / system.gpus_per_node
+    return float(costm.host_watts_per_gpu(system.max_power_watts, system.gpus_per_node,
+                                          p.accelerator.tdp_watts))
 
 
 def own_usd_per_gpu_hour(p: Platform, site: Site, gpus: Any) -> tuple[Any, Any]:
@@ -96,7 +94,7 @@ def resolve_platform(cat: Catalog, gpu: Accelerator, offer: str | None,
 
 
 def _layout_info(layout: Layout) -> LayoutInfo:
-    v = {f.name: np.asarray(getattr(layout, f.name)).item() for f in fields(layout)}
+    v = layout.scalars()
     return LayoutInfo(
         tp=int(v["tp"]), pp=int(v["pp"]), dp=int(v["dp"]), cp=int(v["cp"]), ep=int(v["ep"]),
         vpp=int(v["vpp"]), zero=int(v["zero"]), micro_batch=int(v["micro_batch"]),
@@ -107,19 +105,17 @@ def _layout_info(layout: Layout) -> LayoutInfo:
         flash=bool(v["flash"]), offload=bool(v["offload"]))
 
 
-def _warnings(plat: Platform, layout: Layout, gpus: int, fits: bool, t: Any
-              ) -> tuple[EstimateWarning, ...]:
-    """The plan's rules this configuration breaks (the plan would exclude it)."""
-    checks = fz.hardware_checks(tp=layout.tp, precision=layout.precision, gpus=gpus,
-                                platform=plat, allow_consumer=False)
-    checks += [fz.offer_check(gpus, plat), fz.runs_check(t.step_s, t.tokens_per_s)]
-    codes = list(fz.broken(checks))
-    if not fits:
-        codes.insert(0, fz.OOM)
+def _warnings(plat: Platform, layout: Layout, gpus: int, memory_bytes: Any, capacity_bytes: float,
+              t: Any) -> tuple[EstimateWarning, ...]:
+    """The plan's rules this configuration breaks (the plan would exclude it), in fz.ORDER."""
+    checks = [*fz.hardware_checks(tp=layout.tp, precision=layout.precision, gpus=gpus,
+                                  platform=plat, allow_consumer=False),
+              fz.memory_check(memory_bytes, capacity_bytes),
+              fz.runs_check(t.step_s, t.tokens_per_s), fz.offer_check(gpus, plat)]
     return tuple(EstimateWarning(code=c, gpus=gpus, gpus_per_node=plat.gpus_per_node,
                                  scale_up_domain=plat.scale_up_domain, max_gpus=plat.max_gpus,
                                  tp=int(np.asarray(layout.tp).item()))
-                 for c in sorted(codes, key=fz.ORDER.index))
+                 for c in fz.broken(checks))
 
 
 def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *, gpus: int,
@@ -148,7 +144,7 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
         suggestions=() if fits else fit_options(
             model, layout, cap, gpus, runtime_overhead_bytes=site.runtime_overhead_bytes,
             fragmentation=site.fragmentation),
-        warnings=_warnings(plat, layout, gpus, fits, t),
+        warnings=_warnings(plat, layout, gpus, mem.total, cap, t),
         step_time_s=step if runs else None, tokens_per_s=first(t.tokens_per_s),
         tokens_per_s_per_gpu=first(t.tokens_per_s) / gpus, mfu=first(t.mfu), hfu=first(t.hfu),
         bottleneck=fz.BOTTLENECKS[int(np.asarray(fz.bottleneck(t)).reshape(-1)[0])],
