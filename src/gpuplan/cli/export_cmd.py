@@ -44,19 +44,19 @@ def read_json(path: str) -> Any:
     import json
 
     from ..errors import ConfigError
+    from ..userfile import display_path, read_text
 
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"'{path}' does not exist; save a result with "
-                          "`gpuplan plan ... --json > result.json`") from None
-    except (IsADirectoryError, UnicodeDecodeError):
-        raise ConfigError(f"'{path}' is not a JSON text file") from None
+    text = read_text(path, "result file", "give the file `gpuplan plan --json` or "
+                     "`gpuplan estimate --json` wrote", error=ConfigError)
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise ConfigError(f"'{path}' is not JSON ({err.msg} at line {err.lineno}); give what "
-                          "`gpuplan plan --json` or `gpuplan estimate --json` wrote") from None
+        raise ConfigError(f"result file '{display_path(path)}' is not JSON ({err.msg} at line "
+                          f"{err.lineno}); give what `gpuplan plan --json` or "
+                          "`gpuplan estimate --json` wrote") from None
+    except RecursionError:
+        raise ConfigError(f"result file '{display_path(path)}' is nested too deeply to be a "
+                          "gpuplan result") from None
 
 
 def check_output(output: str | None, force: bool) -> None:
