@@ -81,3 +81,9 @@ def test_deep_nesting_is_one_line(run_cli, tmp_path):
     path.write_text("[" * 100_000 + "]" * 100_000)
     one_line_error(*run_cli("export", "--from", str(path), "--target", "megatron"),
                    "is nested too deeply to be a gpuplan result")
+
+
+def test_output_name_too_long_for_the_os_is_one_line(run_cli):
+    code, out, err = run_cli("export", "--from", PLAN, "--target", "megatron", "-o", "a" * 5000)
+    assert (code, out) == (2, "")
+    assert err == "gpuplan: error: cannot write '" + "a" * 77 + "...': File name too long\n"
