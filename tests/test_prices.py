@@ -27,9 +27,9 @@ def test_rows_median_spot_and_skips():
     assert p5["network_gbit_per_s"] == 3200.0  # from the package p5 row
     assert rows["aws-p9.fake-eu-north-1"]["accelerator"] == "h100-sxm"  # H100-MEGA alias
     assert rows["aws-p9.fake-eu-north-1"]["max_instances"] == 1  # unknown network
-    # no spot in the CSV: none kept from the package; reserved kept, on-demand from the CSV
-    assert set(rows["aws-p4de.24xlarge-us-east-1"]["usd_per_hour"]) == {
-        "on-demand", "reserved-1y", "reserved-3y"}
+    # only the CSV's prices are written: no spot in the CSV, and no package mode copied
+    assert set(rows["aws-p4de.24xlarge-us-east-1"]["usd_per_hour"]) == {"on-demand"}
+    assert "kept from the package" not in rows["aws-p5.48xlarge-us-east-1"]["notes"]
     assert imp.skipped_unknown == {"QuantumGPU": 2} and imp.skipped_no_gpu == 1
     assert imp.as_of == "2026-08-01" and "vms.csv" in imp.source
 
@@ -43,6 +43,12 @@ def test_cli_overlay_validates_and_changes_plan_prices(run_cli, tmp_path):
     assert all(r["source"].startswith("SkyPilot catalog CSV vms.csv") for r in doc["offer"])
     code, out, _ = run_cli("catalog", "validate", str(overlay))
     assert code == 0 and "valid" in out
+    # the catalog merges prices key by key: the package's reserved prices stay under the import
+    package = load_catalog().offers["aws-p4de.24xlarge-us-east-1"].usd_per_hour
+    merged = load_catalog([str(overlay)]).offers["aws-p4de.24xlarge-us-east-1"].usd_per_hour
+    assert merged["on-demand"] == 20.0 and merged["on-demand"] != package["on-demand"]
+    assert {k: merged[k] for k in ("reserved-1y", "reserved-3y")} == {
+        k: package[k] for k in ("reserved-1y", "reserved-3y")}
 
     def p5_price(*extra):
         import json

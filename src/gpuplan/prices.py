@@ -12,6 +12,9 @@ The scale-out network of an instance is not in the CSV: it is taken from a packa
 same cloud and instance type; an instance gpuplan does not know gets 0 Gbit/s and
 max_instances = 1 (a single box), and its notes say so. Accelerator names are matched through
 the catalog's aliases; rows whose accelerator the catalog does not know are skipped and counted.
+
+A row carries only the prices the CSV gives: the catalog merges an overlay's usd_per_hour key by
+key, so a package offer's other pricing modes (reserved terms; spot when the CSV has none) stay.
 """
 
 from __future__ import annotations
@@ -155,12 +158,6 @@ def _offer_row(cat: Catalog, cloud: str, key: tuple[str, str], g: dict[str, Any]
     if not prices:
         return None
     ident = normalize(f"{cloud}-{inst}-{region}")
-    if ident in cat.offers:  # an overlay replaces the whole price table: keep the other modes
-        kept = {k: v for k, v in cat.offers[ident].usd_per_hour.items()
-                if k not in ("on-demand", "spot")}
-        if kept:
-            prices.update(kept)
-            notes.append(f"{', '.join(kept)} kept from the package row (see its source)")
     net = _network(cat, cloud, inst)
     if net is None:
         notes.append("network: not in the CSV and no package offer of this instance type; "
