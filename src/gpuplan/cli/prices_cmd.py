@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 from typing import Any
 
 from . import common_options
@@ -45,12 +44,13 @@ def run_import(args: argparse.Namespace) -> int:
 
     from .. import __version__
     from ..catalog import load_catalog
+    from ..catalog.schema import DATE
     from ..errors import ConfigError
     from ..export._overlay import render_overlay
     from ..prices import read_skypilot_csv
     from .export_cmd import write_or_print
 
-    if args.as_of and not re.fullmatch(r"\d{4}-\d{2}(-\d{2})?", args.as_of):
+    if args.as_of and not DATE.fullmatch(args.as_of):
         raise ConfigError(f"--as-of must be a date YYYY-MM-DD, got '{args.as_of}'")
     imported = read_skypilot_csv(args.file, load_catalog(args.catalog), cloud=args.cloud,
                                  as_of=args.as_of)
