@@ -89,7 +89,7 @@ def model_record(m: Any) -> dict[str, Any]:
 def _records(cat: Any, what: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     if what == "gpus":
         rows = [gpu_record(a) for a in cat.accelerators.values()
-                if not args.vendor or a.vendor == args.vendor.lower()]
+                if not args.vendor or a.vendor == args.vendor]  # --vendor is lower-cased
         return rows
     if what == "offers":
         gpu = cat.resolve("accelerator", args.gpu) if args.gpu else None
