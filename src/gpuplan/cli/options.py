@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import nonneg_float, positive_float, positive_int, pue
+from . import fraction, nonneg_float, positive_float, positive_int, pue
 
 MODEL_HELP = """model: --model ID (a preset, see `gpuplan models`) or --model path/to/config.json
 (a Hugging Face config on disk), or explicit --layers --hidden --heads --vocab [--kv-heads --ffn
@@ -48,7 +48,7 @@ def model_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def add_site_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("site and reliability (defaults from `gpuplan catalog site`)")
-    g.add_argument("--utilization", type=_fraction_arg,
+    g.add_argument("--utilization", type=fraction,
                    help="share of an owned cluster's hours doing useful work (default 0.7)")
     g.add_argument("--years", type=positive_float, help="depreciation period of owned hardware")
     g.add_argument("--electricity", type=nonneg_float, help="USD per kWh")
@@ -56,7 +56,7 @@ def add_site_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--grid-intensity", type=nonneg_float, help="kg CO2e per kWh")
     g.add_argument("--interruptions", type=nonneg_float,
                    help="spot interruptions per instance-hour")
-    g.add_argument("--reuse", type=_fraction_arg,
+    g.add_argument("--reuse", type=fraction,
                    help="utilization at which an unused commitment is reused by others")
 
 
@@ -67,12 +67,6 @@ SITE_FLAGS = ("utilization", "years", "electricity", "pue", "grid_intensity", "i
 def site_args(args: argparse.Namespace) -> dict[str, float | None]:
     """The site flags of `add_site_options`, named as `gpuplan.api` arguments."""
     return {k: getattr(args, k) for k in SITE_FLAGS}
-
-
-def _fraction_arg(text: str) -> float:
-    from . import fraction
-
-    return fraction(text)
 
 
 def add_report_options(p: argparse.ArgumentParser) -> None:
