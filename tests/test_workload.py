@@ -167,3 +167,14 @@ def test_read_failures_are_one_line(tmp_path, monkeypatch):
     with pytest.raises(ConfigError) as e:
         model_from_hf_config(tmp_path / "nope.json")
     assert str(e.value) == f"model config '{tmp_path / 'nope.json'}' does not exist; check the path"
+
+
+def test_architecture_names_map_to_one_model_type_each():
+    """`architectures` is matched by the type name without '_' and '-': no two types may share
+    one (the lookup table would silently keep only one of them)."""
+    from gpuplan.workload import _BY_ARCH_NAME, GATED_TYPES, PLAIN_TYPES, _model_type
+
+    assert len(_BY_ARCH_NAME) == len(GATED_TYPES | PLAIN_TYPES)
+    assert _model_type({"architectures": ["XLMRobertaForMaskedLM"]}) == "xlm-roberta"
+    assert _model_type({"architectures": ["GPTNeoXForCausalLM"]}) == "gpt_neox"
+    assert _model_type({"architectures": ["NewThingForCausalLM"]}) == "newthing"

@@ -48,9 +48,10 @@ GATED_TYPES = frozenset((
 PLAIN_TYPES = frozenset((
     "gpt2", "gpt_neox", "gptj", "gpt_neo", "bert", "roberta", "opt", "bloom", "falcon",
     "gpt_bigcode", "phi", "mpt", "starcoder2", "codegen", "xlm-roberta", "electra"))
-# an `architectures` entry without its head suffix, lower case and without '_' -> model_type
+# an `architectures` entry without its head suffix, lower case and without '_' or '-' -> model_type
 _HEADS = ("ForCausalLM", "LMHeadModel", "ForMaskedLM", "ForPreTraining", "ForConditionalGeneration",
           "Model")
+_BY_ARCH_NAME = {t.replace("_", "").replace("-", ""): t for t in GATED_TYPES | PLAIN_TYPES}
 GATED_ACTS = ("silu", "swish", "swiglu", "geglu")
 PLAIN_ACTS = ("gelu", "relu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "quick_gelu")
 
@@ -119,10 +120,7 @@ def _model_type(cfg: dict[str, Any]) -> str:
                 name = name[: -len(head)]
                 break
         base = name.lower()
-        for known in sorted(GATED_TYPES | PLAIN_TYPES, key=len, reverse=True):
-            if base == known.replace("_", "").replace("-", ""):
-                return known
-        return base
+        return _BY_ARCH_NAME.get(base, base)
     return ""
 
 
