@@ -103,3 +103,15 @@ def test_malformed_csv_is_one_line(run_cli, tmp_path, content, needle):
 def test_bad_as_of(run_cli):
     code, _, err = run_cli("prices", "import", str(FIXTURE), "--as-of", "August")
     assert code == 2 and "YYYY-MM-DD" in err
+
+
+def test_long_values_are_quoted_short(run_cli, tmp_path):
+    code, out, err = run_cli("prices", "import", str(FIXTURE), "--as-of", "9" * 5000)
+    assert (code, out) == (2, "")
+    assert err == ("gpuplan: error: --as-of must be a date YYYY-MM-DD, got '" + "9" * 60
+                   + "...' (5,000 characters)\n")
+    csv = tmp_path / "p.csv"
+    csv.write_text(HEADER + "p5,H100," + "1" * 100 + "x,1,1,x,1,1,r,z\n")
+    code, _, err = run_cli("prices", "import", str(csv), "--cloud", "aws")
+    assert code == 2 and err.count("\n") == 1
+    assert "AcceleratorCount must be a number, got '" + "1" * 60 + "...' (101 characters)" in err
