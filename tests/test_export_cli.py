@@ -66,3 +66,24 @@ def test_bad_input_is_one_line(run_cli, tmp_path, content, args, needle):
 def test_missing_file(run_cli, tmp_path):
     one_line_error(*run_cli("export", "--from", str(tmp_path / "nope.json"), "--target",
                             "megatron"), "does not exist")
+
+
+def test_name_too_long_for_the_os_is_one_line(run_cli):
+    """A 5,000-character --from used to end in an OSError traceback."""
+    code, out, err = run_cli("export", "--from", "a" * 5000, "--target", "megatron")
+    assert (code, out) == (2, "")
+    assert err == ("gpuplan: error: result file '" + "a" * 77 + "...' cannot be opened "
+                   "(File name too long); check the path\n")
+
+
+def test_deep_nesting_is_one_line(run_cli, tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    one_line_error(*run_cli("export", "--from", str(path), "--target", "megatron"),
+                   "is nested too deeply to be a gpuplan result")
+
+
+def test_output_name_too_long_for_the_os_is_one_line(run_cli):
+    code, out, err = run_cli("export", "--from", PLAN, "--target", "megatron", "-o", "a" * 5000)
+    assert (code, out) == (2, "")
+    assert err == "gpuplan: error: cannot write '" + "a" * 77 + "...': File name too long\n"

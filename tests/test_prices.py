@@ -27,9 +27,9 @@ def test_rows_median_spot_and_skips():
     assert p5["network_gbit_per_s"] == 3200.0  # from the package p5 row
     assert rows["aws-p9.fake-eu-north-1"]["accelerator"] == "h100-sxm"  # H100-MEGA alias
     assert rows["aws-p9.fake-eu-north-1"]["max_instances"] == 1  # unknown network
-    # no spot in the CSV: none kept from the package; reserved kept, on-demand from the CSV
-    assert set(rows["aws-p4de.24xlarge-us-east-1"]["usd_per_hour"]) == {
-        "on-demand", "reserved-1y", "reserved-3y"}
+    # only the CSV's prices are written: no spot in the CSV, and no package mode copied
+    assert set(rows["aws-p4de.24xlarge-us-east-1"]["usd_per_hour"]) == {"on-demand"}
+    assert "kept from the package" not in rows["aws-p5.48xlarge-us-east-1"]["notes"]
     assert imp.skipped_unknown == {"QuantumGPU": 2} and imp.skipped_no_gpu == 1
     assert imp.as_of == "2026-08-01" and "vms.csv" in imp.source
 
@@ -43,6 +43,12 @@ def test_cli_overlay_validates_and_changes_plan_prices(run_cli, tmp_path):
     assert all(r["source"].startswith("SkyPilot catalog CSV vms.csv") for r in doc["offer"])
     code, out, _ = run_cli("catalog", "validate", str(overlay))
     assert code == 0 and "valid" in out
+    # the catalog merges prices key by key: the package's reserved prices stay under the import
+    package = load_catalog().offers["aws-p4de.24xlarge-us-east-1"].usd_per_hour
+    merged = load_catalog([str(overlay)]).offers["aws-p4de.24xlarge-us-east-1"].usd_per_hour
+    assert merged["on-demand"] == 20.0 and merged["on-demand"] != package["on-demand"]
+    assert {k: merged[k] for k in ("reserved-1y", "reserved-3y")} == {
+        k: package[k] for k in ("reserved-1y", "reserved-3y")}
 
     def p5_price(*extra):
         import json
@@ -97,3 +103,15 @@ def test_malformed_csv_is_one_line(run_cli, tmp_path, content, needle):
 def test_bad_as_of(run_cli):
     code, _, err = run_cli("prices", "import", str(FIXTURE), "--as-of", "August")
     assert code == 2 and "YYYY-MM-DD" in err
+
+
+def test_long_values_are_quoted_short(run_cli, tmp_path):
+    code, out, err = run_cli("prices", "import", str(FIXTURE), "--as-of", "9" * 5000)
+    assert (code, out) == (2, "")
+    assert err == ("gpuplan: error: --as-of must be a date YYYY-MM-DD, got '" + "9" * 60
+                   + "...' (5,000 characters)\n")
+    csv = tmp_path / "p.csv"
+    csv.write_text(HEADER + "p5,H100," + "1" * 100 + "x,1,1,x,1,1,r,z\n")
+    code, _, err = run_cli("prices", "import", str(csv), "--cloud", "aws")
+    assert code == 2 and err.count("\n") == 1
+    assert "AcceleratorCount must be a number, got '" + "1" * 60 + "...' (101 characters)" in err

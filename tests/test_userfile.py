@@ -40,3 +40,12 @@ def test_text_and_byte_order_mark(tmp_path):
     assert read_text(path, "price file", "give a CSV") == "\ufeffA,B\n"
     with pytest.raises(CatalogError, match="^price file '.*' is a folder; give a CSV$"):
         read_text(tmp_path, "price file", "give a CSV")
+
+
+def test_a_file_over_max_bytes_is_refused_before_reading(tmp_path):
+    path = tmp_path / "big.json"
+    path.write_bytes(b"x" * 1001)
+    assert message(path, max_bytes=1000) == (f"model config '{path}' is over 1,000 bytes; "
+                                             "give a config.json")
+    assert read_text(path, "f", "h", max_bytes=1001) == "x" * 1001
+    assert message(tmp_path / "nope", max_bytes=2**20).endswith("does not exist; check the path")

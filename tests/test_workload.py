@@ -155,3 +155,26 @@ def test_negative_context_no_longer_gives_negative_throughput(tmp_path, capsys):
     assert main(["estimate", "--model", str(p), "--gpu", "h100", "--gpus", "8"]) == 2
     assert "max_position_embeddings must be a whole number from 1 to 100,000,000, got '-100'" \
         in capsys.readouterr().err
+
+
+def test_read_failures_are_one_line(tmp_path, monkeypatch):
+    """The file is read through userfile.read_text, with a size limit."""
+    monkeypatch.setattr("gpuplan.workload.MAX_CONFIG_BYTES", 2**20)
+    p = write(tmp_path, " " * (2**20 + 1))
+    with pytest.raises(ConfigError) as e:
+        model_from_hf_config(p)
+    assert str(e.value) == f"model config '{p}' is over 1 MiB; give a path to config.json"
+    with pytest.raises(ConfigError) as e:
+        model_from_hf_config(tmp_path / "nope.json")
+    assert str(e.value) == f"model config '{tmp_path / 'nope.json'}' does not exist; check the path"
+
+
+def test_architecture_names_map_to_one_model_type_each():
+    """`architectures` is matched by the type name without '_' and '-': no two types may share
+    one (the lookup table would silently keep only one of them)."""
+    from gpuplan.workload import _BY_ARCH_NAME, GATED_TYPES, PLAIN_TYPES, _model_type
+
+    assert len(_BY_ARCH_NAME) == len(GATED_TYPES | PLAIN_TYPES)
+    assert _model_type({"architectures": ["XLMRobertaForMaskedLM"]}) == "xlm-roberta"
+    assert _model_type({"architectures": ["GPTNeoXForCausalLM"]}) == "gpt_neox"
+    assert _model_type({"architectures": ["NewThingForCausalLM"]}) == "newthing"

@@ -12,6 +12,9 @@ The scale-out network of an instance is not in the CSV: it is taken from a packa
 same cloud and instance type; an instance gpuplan does not know gets 0 Gbit/s and
 max_instances = 1 (a single box), and its notes say so. Accelerator names are matched through
 the catalog's aliases; rows whose accelerator the catalog does not know are skipped and counted.
+
+A row carries only the prices the CSV gives: the catalog merges an overlay's usd_per_hour key by
+key, so a package offer's other pricing modes (reserved terms; spot when the CSV has none) stay.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from .catalog import Catalog, normalize
-from .errors import CatalogError, GpuplanError
-from .userfile import read_text
+from .errors import CatalogError, GpuplanError, quote
+from .userfile import display_path, read_text
 
 COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB",
            "GpuInfo", "Price", "SpotPrice", "Region", "AvailabilityZone")
@@ -60,17 +63,17 @@ class Imported:
 def _read_rows(path: Path) -> list[dict[str, str]]:
     text = read_text(path, "price file", "give a SkyPilot vms.csv", encoding="utf-8-sig")
     if not text.strip():
-        raise CatalogError(f"{path} is empty; give a SkyPilot catalog CSV with a header row "
-                           f"({', '.join(COLUMNS)})")
+        raise CatalogError(f"{display_path(path)} is empty; give a SkyPilot catalog CSV with a "
+                           f"header row ({', '.join(COLUMNS)})")
     reader = csv.DictReader(io.StringIO(text))
     missing = [c for c in _NEEDED if c not in (reader.fieldnames or [])]
     if missing:
-        raise CatalogError(f"{path} lacks column(s) {', '.join(missing)}; a SkyPilot catalog "
-                           f"CSV has {', '.join(COLUMNS)}")
+        raise CatalogError(f"{display_path(path)} lacks column(s) {', '.join(missing)}; a "
+                           f"SkyPilot catalog CSV has {', '.join(COLUMNS)}")
     try:
         return list(reader)
     except csv.Error as err:
-        raise CatalogError(f"{path} is not a readable CSV: {err}") from None
+        raise CatalogError(f"{display_path(path)} is not a readable CSV: {err}") from None
 
 
 def _price(text: str | None, where: str, column: str) -> float | None:
@@ -80,9 +83,9 @@ def _price(text: str | None, where: str, column: str) -> float | None:
     try:
         value = float(text)
     except ValueError:
-        raise CatalogError(f"{where}: {column} must be a number, got {text!r}") from None
+        raise CatalogError(f"{where}: {column} must be a number, got {quote(text)}") from None
     if not math.isfinite(value) or value < 0:
-        raise CatalogError(f"{where}: {column} must be a finite price >= 0, got {text!r}")
+        raise CatalogError(f"{where}: {column} must be a finite price >= 0, got {quote(text)}")
     return value
 
 
@@ -90,9 +93,11 @@ def _count(text: str | None, where: str) -> int:
     try:
         value = float(text or "")
     except ValueError:
-        raise CatalogError(f"{where}: AcceleratorCount must be a number, got {text!r}") from None
+        raise CatalogError(f"{where}: AcceleratorCount must be a number, got {quote(text or '')}"
+                           ) from None
     if not math.isfinite(value) or value < 0 or value != int(value):
-        raise CatalogError(f"{where}: AcceleratorCount must be a whole number, got {text!r}")
+        raise CatalogError(f"{where}: AcceleratorCount must be a whole number, "
+                           f"got {quote(text)}")
     return int(value)
 
 
@@ -108,7 +113,7 @@ def _group(rows: list[dict[str, str]], cat: Catalog, path: Path) -> tuple[
     unknown: dict[str, int] = {}
     no_gpu = 0
     for line, row in enumerate(rows, start=2):
-        where = f"{path.name} line {line}"
+        where = f"{display_path(path.name)} line {line}"
         name = (row.get("AcceleratorName") or "").strip()
         count = _count(row.get("AcceleratorCount"), where) if name else 0
         if not name or count == 0:
@@ -155,12 +160,6 @@ def _offer_row(cat: Catalog, cloud: str, key: tuple[str, str], g: dict[str, Any]
     if not prices:
         return None
     ident = normalize(f"{cloud}-{inst}-{region}")
-    if ident in cat.offers:  # an overlay replaces the whole price table: keep the other modes
-        kept = {k: v for k, v in cat.offers[ident].usd_per_hour.items()
-                if k not in ("on-demand", "spot")}
-        if kept:
-            prices.update(kept)
-            notes.append(f"{', '.join(kept)} kept from the package row (see its source)")
     net = _network(cat, cloud, inst)
     if net is None:
         notes.append("network: not in the CSV and no package offer of this instance type; "
@@ -180,8 +179,8 @@ def read_skypilot_csv(path: str | Path, cat: Catalog, *, cloud: str | None = Non
     rows = _read_rows(p)
     cloud = (cloud or guess_cloud(p) or "").lower()
     if not cloud:
-        raise CatalogError(f"cannot tell the cloud of {p} from its folder; give --cloud "
-                           "(e.g. --cloud aws)")
+        raise CatalogError(f"cannot tell the cloud of {display_path(p)} from its folder; give "
+                           "--cloud (e.g. --cloud aws)")
     if as_of is None:
         as_of = datetime.fromtimestamp(p.stat().st_mtime, tz=UTC).strftime("%Y-%m-%d")
     source = f"SkyPilot catalog CSV {p.name} ({cloud}), file dated {as_of}"

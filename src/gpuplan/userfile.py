@@ -22,15 +22,24 @@ def display_path(path: Path | str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _size(n: int) -> str:
+    """A byte limit as a message says it: '16 MiB', else '1,000 bytes'."""
+    return f"{n >> 20} MiB" if n >= 2**20 and n % 2**20 == 0 else f"{n:,} bytes"
+
+
 def read_text(path: Path | str, what: str, hint: str, *, shown: str | None = None,
-              error: type[GpuplanError] = CatalogError, encoding: str = "utf-8") -> str:
+              error: type[GpuplanError] = CatalogError, encoding: str = "utf-8",
+              max_bytes: int | None = None) -> str:
     """The text of `path`, decoded as `encoding` ('utf-8-sig' drops a byte-order mark).
 
     Messages name the file as "{what} '{shown}'" (`shown` defaults to the path, shortened to
     80 characters); `hint` says what to give instead of a folder, e.g. "give a .toml file".
+    A file over `max_bytes` (when given) is refused before it is read.
     """
     name = f"{what} '{shown if shown is not None else display_path(path)}'"
     try:
+        if max_bytes is not None and Path(path).stat().st_size > max_bytes:
+            raise error(f"{name} is over {_size(max_bytes)}; {hint}")
         data = Path(path).read_bytes()
     except FileNotFoundError:
         raise error(f"{name} does not exist; check the path") from None

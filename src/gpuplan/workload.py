@@ -10,6 +10,7 @@ from typing import Any
 from .catalog import Catalog
 from .errors import ConfigError, quote
 from .spec import ModelSpec
+from .userfile import display_path, read_text
 
 MAX_CONFIG_BYTES = 16 * 2**20  # a config.json is a few kB; anything this large is not one
 PATH_LIMIT = 160  # characters of a path a message shows
@@ -47,9 +48,10 @@ GATED_TYPES = frozenset((
 PLAIN_TYPES = frozenset((
     "gpt2", "gpt_neox", "gptj", "gpt_neo", "bert", "roberta", "opt", "bloom", "falcon",
     "gpt_bigcode", "phi", "mpt", "starcoder2", "codegen", "xlm-roberta", "electra"))
-# an `architectures` entry without its head suffix, lower case and without '_' -> model_type
+# an `architectures` entry without its head suffix, lower case and without '_' or '-' -> model_type
 _HEADS = ("ForCausalLM", "LMHeadModel", "ForMaskedLM", "ForPreTraining", "ForConditionalGeneration",
           "Model")
+_BY_ARCH_NAME = {t.replace("_", "").replace("-", ""): t for t in GATED_TYPES | PLAIN_TYPES}
 GATED_ACTS = ("silu", "swish", "swiglu", "geglu")
 PLAIN_ACTS = ("gelu", "relu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "quick_gelu")
 
@@ -64,23 +66,10 @@ def _first(cfg: dict[str, Any], *keys: str) -> tuple[str, Any]:
 def _read_json(path: str | Path) -> dict[str, Any]:
     """The parsed object, or one line saying why the file cannot be one."""
     where = quote(str(path), PATH_LIMIT)
+    text = read_text(path, "model config", "give a path to config.json", error=ConfigError,
+                     shown=display_path(path, PATH_LIMIT), max_bytes=MAX_CONFIG_BYTES)
     try:
-        p = Path(path)
-        if p.stat().st_size > MAX_CONFIG_BYTES:
-            raise ConfigError(f"model config {where} is over {MAX_CONFIG_BYTES >> 20} MiB; "
-                              f"a config.json is a few kB")
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"model config {where} does not exist; give a path to config.json"
-                          ) from None
-    except IsADirectoryError:
-        raise ConfigError(f"model config {where} is a folder without config.json") from None
-    except OSError as err:  # name too long, permission denied, ...
-        raise ConfigError(f"cannot read model config {where}: {err.strerror or err}") from None
-    try:
-        cfg = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigError(f"model config {where} is not UTF-8 text") from None
+        cfg = json.loads(text)
     except json.JSONDecodeError as err:
         raise ConfigError(f"model config {where} is not valid JSON: {err}") from None
     except RecursionError:
@@ -131,10 +120,7 @@ def _model_type(cfg: dict[str, Any]) -> str:
                 name = name[: -len(head)]
                 break
         base = name.lower()
-        for known in sorted(GATED_TYPES | PLAIN_TYPES, key=len, reverse=True):
-            if base == known.replace("_", "").replace("-", ""):
-                return known
-        return base
+        return _BY_ARCH_NAME.get(base, base)
     return ""
 
 

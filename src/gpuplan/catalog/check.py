@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..errors import CatalogError, ConfigError, suggest
+from ..errors import CatalogError, ConfigError, quote, suggest
 from ..units import parse_count
 from .schema import DATE, Field
 
@@ -21,7 +21,8 @@ def where(origin: str, kind: str, ident: str) -> str:
 
 
 def shown(value: Any, limit: int = 60) -> str:
-    """repr of a value for a message: one line, at most `limit` characters."""
+    """repr of a value of any type for a message: one line, at most `limit` characters (a
+    value known to be text is shown with errors.quote)."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -49,7 +50,7 @@ def _text(f: Field, key: str, value: Any, at: str) -> str:
         raise CatalogError(f"{at}: {key} must be text, got {shown(value)}")
     if f.choices and value not in f.choices:
         raise CatalogError(f"{at}: {key} must be one of {', '.join(f.choices)}, "
-                           f"got {shown(value)}")
+                           f"got {quote(value)}")
     return value
 
 
@@ -85,7 +86,7 @@ def _count(f: Field, key: str, value: Any, at: str) -> Any:
             n = parse_count(value, key)
         except ConfigError:
             raise CatalogError(f"{at}: {key} must be a count such as 300B or 1.5e13, "
-                               f"got {shown(value)}") from None
+                               f"got {quote(value)}") from None
         _number(f, key, n, at)
         return value
     return _number(f, key, value, at)

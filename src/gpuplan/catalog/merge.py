@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import CatalogError
+from ..errors import CatalogError, quote
 from ..userfile import read_text
-from .check import did_you_mean, shown
+from .check import did_you_mean
 from .schema import NAMED_TABLES, ROW_TABLES, normalize, table_key
 
 PACKAGE_PREFIX = "gpuplan/data/"
@@ -107,7 +107,7 @@ def _named_entries(doc: Doc, top: str, value: Any) -> list[tuple[str, dict[str, 
     out = []
     for name, entry in value.items():
         if not isinstance(entry, dict):
-            raise CatalogError(f"{doc.origin}: {top} '{shown(name)[1:-1]}' must be a table "
+            raise CatalogError(f"{doc.origin}: {top} {quote(name)} must be a table "
                                f"[{top}.NAME] with fields")
         out.append((table_key(top, name), entry))
     return out
@@ -124,7 +124,7 @@ def merge_docs(docs: list[Doc]) -> dict[str, dict[str, Row]]:
                 entries = _named_entries(doc, top, value)
             else:
                 raise CatalogError(
-                    f"{doc.origin}: unknown table '{shown(top)[1:-1]}'"
+                    f"{doc.origin}: unknown table {quote(top)}"
                     f"{did_you_mean(top, rows)} (tables: {', '.join(rows)})")
             for ident, entry in entries:
                 _merge_entry(rows[top].setdefault(ident, Row()), entry, doc,

@@ -41,15 +41,18 @@ class Catalog:
                 "efficiency": self.extra.get("efficiency", {}),
                 "scenarios": self.extra.get("scenarios", {})}
 
+    def _find(self, kind: str, name: str, table: dict[str, Any]) -> str | None:
+        """The canonical id of an id or alias of `kind` in `table`, or None."""
+        key = table_key(kind, name)
+        return key if key in table else self.aliases.get(kind, {}).get(key)
+
     def resolve(self, kind: str, name: str) -> str:
         """An id or alias (any case, spaces or dashes) -> the canonical id, or UnknownIdError."""
-        key = table_key(kind, name)
         table = self.tables()[kind]
-        if key in table:
-            return key
+        ident = self._find(kind, name, table)
+        if ident is not None:
+            return ident
         aliases = self.aliases.get(kind, {})
-        if key in aliases:
-            return aliases[key]
         raise UnknownIdError(KIND_WORD[kind], name, list(table) + list(aliases), LIST_CMD[kind],
                              canonical=aliases)
 
@@ -79,9 +82,8 @@ class Catalog:
         kinds are searched in FIND_ORDER."""
         tables = self.tables()
         for kind in FIND_ORDER:
-            key = table_key(kind, name)
-            ident = key if key in tables[kind] else self.aliases.get(kind, {}).get(key)
-            if ident:
+            ident = self._find(kind, name, tables[kind])
+            if ident is not None:
                 return kind, ident
         known: list[str] = []
         canonical: dict[str, str] = {}

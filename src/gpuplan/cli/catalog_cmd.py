@@ -78,10 +78,18 @@ def offer_record(o: Any) -> dict[str, Any]:
     return d
 
 
+def model_record(m: Any) -> dict[str, Any]:
+    """JSON object for one model preset: its fields, total and active parameters."""
+    d = dataclasses.asdict(m)
+    d["params"] = m.total_params()
+    d["active_params"] = m.active_params()
+    return d
+
+
 def _records(cat: Any, what: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     if what == "gpus":
         rows = [gpu_record(a) for a in cat.accelerators.values()
-                if not args.vendor or a.vendor == args.vendor.lower()]
+                if not args.vendor or a.vendor == args.vendor]  # --vendor is lower-cased
         return rows
     if what == "offers":
         gpu = cat.resolve("accelerator", args.gpu) if args.gpu else None
@@ -162,11 +170,10 @@ def _show_record(cat: Any, kind: str, ident: str) -> dict[str, Any]:
         rec = gpu_record(obj)
     elif kind == "offer":
         rec = offer_record(obj)
+    elif kind == "model":
+        rec = model_record(obj)
     else:
         rec = dataclasses.asdict(obj)
-    if kind == "model":
-        rec["params"] = obj.total_params()
-        rec["active_params"] = obj.active_params()
     rec["kind"] = kind
     rec["overlay_values"] = cat.overlay_values(kind, ident)
     return rec
@@ -239,12 +246,7 @@ def _run_models(args: argparse.Namespace) -> int:
     from ..report.fmt import dumps, table
 
     cat = _load(args)
-    recs = []
-    for m in cat.models.values():
-        d = dataclasses.asdict(m)
-        d["params"] = m.total_params()
-        d["active_params"] = m.active_params()
-        recs.append(d)
+    recs = [model_record(m) for m in cat.models.values()]
     if args.json:
         print(dumps(recs))
         return 0

@@ -94,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_output(args.html, args.force)
     result = api.estimate(**estimate_kwargs(args))
-    write_html("estimate", to_json(result) if args.html else {}, args)
-    print(dumps(to_json(result)) if args.json else render_text(result))
+    doc = to_json(result) if (args.json or args.html) else {}
+    write_html("estimate", doc, args)
+    print(dumps(doc) if args.json else render_text(result))
     return 0

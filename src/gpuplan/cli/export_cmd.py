@@ -44,33 +44,41 @@ def read_json(path: str) -> Any:
     import json
 
     from ..errors import ConfigError
+    from ..userfile import display_path, read_text
 
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"'{path}' does not exist; save a result with "
-                          "`gpuplan plan ... --json > result.json`") from None
-    except (IsADirectoryError, UnicodeDecodeError):
-        raise ConfigError(f"'{path}' is not a JSON text file") from None
+    text = read_text(path, "result file", "give the file `gpuplan plan --json` or "
+                     "`gpuplan estimate --json` wrote", error=ConfigError)
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise ConfigError(f"'{path}' is not JSON ({err.msg} at line {err.lineno}); give what "
-                          "`gpuplan plan --json` or `gpuplan estimate --json` wrote") from None
+        raise ConfigError(f"result file '{display_path(path)}' is not JSON ({err.msg} at line "
+                          f"{err.lineno}); give what `gpuplan plan --json` or "
+                          "`gpuplan estimate --json` wrote") from None
+    except RecursionError:
+        raise ConfigError(f"result file '{display_path(path)}' is nested too deeply to be a "
+                          "gpuplan result") from None
 
 
 def check_output(output: str | None, force: bool) -> None:
     """Refuse an existing FILE without --force (before any work is done)."""
     from ..errors import ConfigError
+    from ..userfile import display_path
 
-    if output and Path(output).exists() and not force:
-        raise ConfigError(f"'{output}' exists; add --force to overwrite it")
+    if not output:
+        return
+    try:
+        exists = Path(output).exists()
+    except OSError as err:  # a name too long for the OS
+        raise ConfigError(f"cannot write '{display_path(output)}': {err.strerror}") from None
+    if exists and not force:
+        raise ConfigError(f"'{display_path(output)}' exists; add --force to overwrite it")
 
 
 def write_or_print(text: str, output: str | None, force: bool) -> None:
     """Print, or write FILE -- never over an existing one without --force. The one write path
     of `export`, `plan --export -o` and `--html` on plan, estimate and tco."""
     from ..errors import ConfigError
+    from ..userfile import display_path
 
     if not output:
         print(text, end="" if text.endswith("\n") else "\n")
@@ -80,7 +88,7 @@ def write_or_print(text: str, output: str | None, force: bool) -> None:
     try:
         path.write_text(text, encoding="utf-8")
     except OSError as err:
-        raise ConfigError(f"cannot write '{output}': {err.strerror}") from None
+        raise ConfigError(f"cannot write '{display_path(output)}': {err.strerror}") from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 from typing import Any
 
 from . import common_options
@@ -45,21 +44,24 @@ def run_import(args: argparse.Namespace) -> int:
 
     from .. import __version__
     from ..catalog import load_catalog
-    from ..errors import ConfigError
+    from ..catalog.schema import DATE
+    from ..errors import ConfigError, quote
     from ..export._overlay import render_overlay
     from ..prices import read_skypilot_csv
+    from ..userfile import display_path
     from .export_cmd import write_or_print
 
-    if args.as_of and not re.fullmatch(r"\d{4}-\d{2}(-\d{2})?", args.as_of):
-        raise ConfigError(f"--as-of must be a date YYYY-MM-DD, got '{args.as_of}'")
+    if args.as_of and not DATE.fullmatch(args.as_of):
+        raise ConfigError(f"--as-of must be a date YYYY-MM-DD, got {quote(args.as_of)}")
     imported = read_skypilot_csv(args.file, load_catalog(args.catalog), cloud=args.cloud,
                                  as_of=args.as_of)
     if not imported.offers:
-        raise ConfigError(f"{args.file} has no GPU rows gpuplan knows; nothing to import")
+        raise ConfigError(f"{display_path(args.file)} has no GPU rows gpuplan knows; nothing to "
+                          "import")
     write_or_print(render_overlay(imported, __version__), args.output, args.force)
     if args.output:
         skipped = sum(imported.skipped_unknown.values())
-        print(f"wrote {len(imported.offers)} offer(s) to {args.output}"
+        print(f"wrote {len(imported.offers)} offer(s) to {display_path(args.output)}"
               + (f"; skipped {skipped} row(s) of unknown accelerators" if skipped else ""),
               file=sys.stderr)
     return 0
