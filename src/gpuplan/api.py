@@ -103,9 +103,9 @@ def _tokens(tokens: str | float | None) -> float | None:
 def _layout(model: ModelSpec, *, gpus: int | None, tp: int, pp: int, cp: int, ep: int,
             dp: int | None, vpp: int, zero: int, fsdp: bool, micro_batch: int,
             global_batch: int | None, seq_len: int | None, precision: str, optimizer: str,
-            recompute: str, offload: bool, sp: bool, flash_attention: bool, dropout: bool
-            ) -> tuple[Any, int]:
-    from .spec import OPTIMIZERS, PRECISIONS, RECOMPUTE, Layout, code
+            recompute: str, offload: bool, sp: bool, flash_attention: bool, dropout: bool,
+            stack: str = "megatron") -> tuple[Any, int]:
+    from .spec import OPTIMIZERS, PRECISIONS, RECOMPUTE, STACKS, Layout, code
 
     if fsdp and zero not in (0, 3):
         raise ConfigError("--fsdp means --zero 3; drop one of them")
@@ -126,7 +126,8 @@ def _layout(model: ModelSpec, *, gpus: int | None, tp: int, pp: int, cp: int, ep
         recompute=code(RECOMPUTE, recompute.lower(), "recompute mode"),
         precision=code(PRECISIONS, precision.lower(), "precision"),
         optimizer=code(OPTIMIZERS, optimizer.lower(), "optimizer"),
-        sp=sp, flash=flash_attention, offload=offload, dropout=dropout)
+        sp=sp, flash=flash_attention, offload=offload, dropout=dropout,
+        stack=code(STACKS, (stack or "megatron").lower(), "software stack"))
     layout.check(model, gpus)
     return layout, gpus
 
@@ -137,7 +138,8 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
              global_batch: int | None = None, seq_len: int | None = None,
              precision: str = "bf16", optimizer: str = "adamw", recompute: str = "none",
              offload: bool = False, sp: bool = True, flash_attention: bool = True,
-             dropout: bool = False, tokens: str | float | None = None, offer: str | None = None,
+             dropout: bool = False, stack: str = "megatron",
+             tokens: str | float | None = None, offer: str | None = None,
              system: str | None = None, usd_per_gpu_hour: float | None = None,
              pricing: str | None = None, catalog: Catalog | str | Sequence[str] | None = None,
              **flags: Any) -> Estimate:
@@ -154,7 +156,7 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
                         fsdp=fsdp, micro_batch=micro_batch, global_batch=global_batch,
                         seq_len=seq_len, precision=precision, optimizer=optimizer,
                         recompute=recompute, offload=offload, sp=sp,
-                        flash_attention=flash_attention, dropout=dropout)
+                        flash_attention=flash_attention, dropout=dropout, stack=stack)
     if offer and usd_per_gpu_hour is not None:
         raise ConfigError("give either --offer or --usd-per-gpu-hour, not both")
     value = _tokens(tokens)
@@ -214,7 +216,26 @@ def _request(cat: Catalog, m: ModelSpec, a: dict[str, Any], flags: dict[str, Any
         deadline_days=float(a["deadline_days"]) if a["deadline_days"] is not None else None,
         budget_usd=parse_count(budget, "--budget-usd") if budget is not None else None,
         max_gpus=int(a["max_gpus"] or DEFAULT_MAX_GPUS), objective=a["objective"],
-        top=a["top"], filters=filters, precisions=precisions, site=_site(cat, flags, scen))
+        top=a["top"], filters=filters, precisions=precisions, site=_site(cat, flags, scen),
+        stack=_stack(a["stack"]), confidence=_confidence(a["confidence"]))
+
+
+def _stack(stack: str | None) -> str | None:
+    """A software stack name (None: each family's best-supported stack)."""
+    from .spec import STACKS, code
+
+    return None if not stack else STACKS[code(STACKS, stack.lower(), "software stack")]
+
+
+def _confidence(confidence: float | None) -> float | None:
+    """The quantile `plan` ranks on (None: the median), between 0.5 and 0.9."""
+    if confidence is None:
+        return None
+    value = float(confidence)
+    if not 0.5 <= value <= 0.9:
+        raise ConfigError(f"--confidence must be between 0.5 (the median) and 0.9 (the P90), "
+                          f"got {value:g}")
+    return value
 
 
 def plan(*, model: str | ModelSpec | None = None, tokens: str | float | None = None,
@@ -226,6 +247,7 @@ def plan(*, model: str | ModelSpec | None = None, tokens: str | float | None = N
          region: str | None = None, export_region: str | None = None,
          allow_consumer: bool = False, precision: str | Sequence[str] | None = None,
          seq_len: int | None = None, global_batch: int | None = None,
+         stack: str | None = None, confidence: float | None = None,
          catalog: Catalog | str | Sequence[str] | None = None,
          progress: Callable[[int, int], None] | None = None, **flags: Any) -> PlanResult:
     """Search every GPU x count x layout x way to pay (`gpuplan plan`); a scenario preset fills

@@ -28,6 +28,13 @@ OPTIMIZERS = ("adamw", "sgd", "adafactor")
 ADAMW, SGD, ADAFACTOR = range(3)
 PRICING = ("on-demand", "spot", "reserved-1y", "reserved-3y", "savings-plan-1y", "savings-plan-3y")
 VENDORS = ("nvidia", "amd", "intel", "huawei")
+# Training software stacks, in the order of their integer codes in `Layout.stack`:
+# megatron = Megatron-LM / Megatron-Core; nemo = NVIDIA NeMo 2 / Megatron-Bridge (on
+# Megatron-Core); torchtitan = PyTorch-native FSDP2/TP/PP (torchtitan); fsdp = other
+# PyTorch FSDP trainers (llm-foundry, OLMo, nanotron, HF accelerate); deepspeed = DeepSpeed and
+# Megatron-DeepSpeed. docs/calibration.md says how each is calibrated.
+STACKS = ("megatron", "nemo", "torchtitan", "fsdp", "deepspeed")
+MEGATRON, NEMO, TORCHTITAN, FSDP_STACK, DEEPSPEED = range(5)
 
 
 def code(table: tuple[str, ...], name: str, what: str) -> int:
@@ -323,6 +330,7 @@ class Layout:
     flash: Any = True  # flash attention
     offload: Any = False  # optimizer state offloaded to CPU (ZeRO-Offload)
     dropout: Any = False
+    stack: Any = 0  # code into STACKS (0 = megatron)
 
     @property
     def gpus(self) -> Any:

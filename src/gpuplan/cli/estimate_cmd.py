@@ -60,6 +60,8 @@ def register(sub: Any) -> None:
     g.add_argument("--no-flash-attention", action="store_true",
                    help="materialize attention scores (flash attention is on by default)")
     g.add_argument("--dropout", action="store_true", help="dropout on (saves its masks)")
+    g.add_argument("--stack", default="megatron", help="training software: megatron, nemo, "
+                   "torchtitan, fsdp or deepspeed (default megatron)")
     c = p.add_argument_group("run and cost")
     c.add_argument("--tokens", help="tokens to train on (2e12, 2T, 300B)")
     c.add_argument("--offer", help="cloud offer id: its price and its network")
@@ -81,7 +83,8 @@ def estimate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         dp=args.dp, vpp=args.vpp, zero=args.zero, fsdp=args.fsdp, micro_batch=args.micro_batch,
         precision=args.precision, optimizer=args.optimizer, recompute=args.recompute,
         offload=args.offload, sp=not args.no_sp, flash_attention=not args.no_flash_attention,
-        dropout=args.dropout, tokens=args.tokens, offer=args.offer, system=args.system,
+        dropout=args.dropout, stack=args.stack, tokens=args.tokens, offer=args.offer,
+        system=args.system,
         usd_per_gpu_hour=args.usd_per_gpu_hour, pricing=args.pricing, catalog=args.catalog,
         **model_args(args), **site_args(args))
 

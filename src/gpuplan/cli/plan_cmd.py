@@ -67,6 +67,10 @@ def register(sub: Any) -> None:
                    help="allow GeForce cards beyond one node (excluded by default)")
     f.add_argument("--precision", action="append", default=[],
                    help="precisions to consider (default: bf16 and fp8 where supported)")
+    f.add_argument("--stack", help="training software: megatron, nemo, torchtitan, fsdp or "
+                   "deepspeed (default: each GPU family's best-supported stack)")
+    f.add_argument("--confidence", type=float, help="rank on this quantile of time and cost "
+                   "against the deadline and budget, e.g. 0.9 for the P90 (default: the median)")
     add_site_options(p)
     x = p.add_argument_group("launch config and report")
     x.add_argument("--export", metavar="TARGET", help="print the launch config of a plan instead "
@@ -109,7 +113,8 @@ def plan_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         max_gpus=args.max_gpus, objective=args.objective, top=args.top, scenario=args.scenario,
         gpu=args.gpu, vendor=args.vendor, acquisition=args.acquisition, pricing=args.pricing,
         cloud=args.cloud, region=args.region, export_region=args.export_region,
-        allow_consumer=args.allow_consumer, precision=args.precision, catalog=args.catalog,
+        allow_consumer=args.allow_consumer, precision=args.precision, stack=args.stack,
+        confidence=args.confidence, catalog=args.catalog,
         **model_args(args), **site_args(args))
 
 

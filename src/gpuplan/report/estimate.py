@@ -33,7 +33,7 @@ def _header(r: Estimate) -> list[str]:
         f"{lay.seq_len} tokens ({lay.microbatches} micro-batches)",
         f"        {lay.precision}  {lay.optimizer}  recompute {lay.recompute}  "
         f"SP {'on' if lay.sp else 'off'}  flash attention {'on' if lay.flash else 'off'}"
-        + ("  optimizer offloaded to CPU" if lay.offload else ""),
+        + ("  optimizer offloaded to CPU" if lay.offload else "") + f"  stack {lay.stack}",
     ]
 
 

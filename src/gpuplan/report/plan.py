@@ -244,6 +244,13 @@ def reproduce(r: PlanResult, row: PlanRow, request: Mapping[str, Any] | None = N
                             catalog=req.get("catalog") or ())
 
 
+def _stack_line(r: PlanResult) -> str:
+    """Which software stack the times assume (`--stack` constrains it)."""
+    stacks = ", ".join(dict.fromkeys(p.stack for p in r.plans))
+    how = "as asked" if r.stack else "the best-supported per GPU family; --stack sets it"
+    return f"software stack: {stacks} ({how})"
+
+
 def render_text(r: PlanResult, *, timing: bool = True,
                 request: Mapping[str, Any] | None = None) -> str:
     """The plan as text; `timing=False` leaves out the search time (golden files); `request`
@@ -262,7 +269,7 @@ def render_text(r: PlanResult, *, timing: bool = True,
     lines += [f"evaluated {r.evaluated:,} candidates ({r.physics_evaluated:,} hardware x "
               f"layout points){took}; {r.feasible:,} feasible", ""]
     if r.plans:
-        lines += [plans_table(r.plans), ""] + [f"- {w}" for w in why(r)]
+        lines += [_stack_line(r), plans_table(r.plans), ""] + [f"- {w}" for w in why(r)]
         lines += ["", "reproduce the winner: " + reproduce(r, r.plans[0], request)]
     else:
         lines += ["NO FEASIBLE PLAN."] + [f"- {relax(x)}" for x in r.relax]

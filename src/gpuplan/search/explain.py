@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..spec import PRECISIONS, RECOMPUTE
+from ..spec import PRECISIONS, RECOMPUTE, STACKS
 from ..units import GiB
 from . import feasibility as fz
 from .pareto import pareto_front
@@ -64,7 +64,8 @@ def plan_row(rows: Rows, i: int, meta: list[PriceRow], req: Request) -> PlanRow:
         bottleneck=fz.BOTTLENECKS[int(rows["bottleneck"][i])],
         micro_batch_too_small=bool(rows["small_mb"][i]),
         cash_up_front_usd=float(rows["capex_usd"][i]) if plat.acquisition == "own" else 0.0,
-        export_cn=acc.export_cn, vendor=acc.vendor, efficiency_is_guess=bool(rows["guess"][i]))
+        export_cn=acc.export_cn, vendor=acc.vendor, efficiency_is_guess=bool(rows["guess"][i]),
+        stack=STACKS[int(rows["stack"][i])] if "stack" in rows else STACKS[0])
 
 
 def assumptions(site: Site) -> Assumptions:
@@ -113,7 +114,8 @@ def finish(req: Request, rows: Rows, meta: list[PriceRow], counts: dict[str, int
         deadline_is_default=req.deadline_days is None, budget_usd=req.budget_usd,
         physically_feasible=physically_feasible, plans=(), pareto=(), best=(), why=(),
         outlook=(), excluded_platforms=excluded_platforms, assumptions=assumptions(req.site),
-        export_region=req.filters.export_region, **counts)
+        export_region=req.filters.export_region, stack=req.stack, confidence=req.confidence,
+        **counts)
     if n == 0:
         return PlanResult(**base, feasible=0, options=0, excluded=excluded,
                           relax=_relax_nothing_fits(req, excluded),

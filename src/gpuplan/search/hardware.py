@@ -21,11 +21,11 @@ import numpy as np
 from ..catalog import Catalog
 from ..errors import ConfigError
 from ..estimators.compute import Efficiency
-from ..spec import PRECISIONS, Accelerator, Hardware, Offer, System
+from ..spec import PRECISIONS, STACKS, Accelerator, Hardware, Offer, System
 from .platforms import DEFAULT_LATENCY_S, Platform, default_system, platform_of
 
-__all__ = ["Platform", "check_precision", "default_system", "efficiency_for", "efficiency_rows",
-           "hardware_for", "hardware_table", "peak_row"]
+__all__ = ["Platform", "best_stack", "check_precision", "default_system", "efficiency_for",
+           "efficiency_rows", "hardware_for", "hardware_table", "peak_row"]
 
 
 def _accelerator(cat: Catalog, accelerator: Accelerator | str) -> Accelerator:
@@ -139,7 +139,13 @@ def efficiency_rows(cat: Catalog) -> dict[str, dict[str, Any]]:
     return cat.table("efficiency")
 
 
-def efficiency_for(cat: Catalog, families: Any) -> Efficiency:
+def best_stack(cat: Catalog, family: str) -> str:
+    """The software stack `plan` assumes for a family when none is asked for: the one with the
+    most calibration runs on that family (ties: the first in `spec.STACKS`)."""
+    return STACKS[0]
+
+
+def efficiency_for(cat: Catalog, families: Any, stack: str | None = None) -> Efficiency:
     """Efficiency arrays for an array of family names; unknown families get the default row,
     flagged `guess=True` (as is the default row itself)."""
     table = efficiency_rows(cat)

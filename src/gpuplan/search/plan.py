@@ -20,13 +20,13 @@ import numpy as np
 from ..catalog import Catalog
 from ..errors import ConfigError
 from ..estimators import cost as costm
-from ..spec import PRECISIONS, RECOMPUTE, Layout, ModelSpec
+from ..spec import PRECISIONS, RECOMPUTE, STACKS, Layout, ModelSpec
 from ..units import GiB
 from . import feasibility as fz
 from .evaluate import Site, memory_per_gpu, outcome, time_per_step
 from .explain import OBJECTIVES, finish
 from .grid import Axes, gpu_counts, model_axes, product
-from .hardware import efficiency_for, hardware_table
+from .hardware import best_stack, efficiency_for, hardware_table
 from .platforms import Filters, Platform, PriceRow, group_by_physics, select_platforms
 from .results import Excluded, PlanResult, PlanRow, SizeResult
 from .single import host_watts_per_gpu, price_rows
@@ -53,6 +53,8 @@ class Request:
     filters: Filters = field(default_factory=Filters)
     precisions: tuple[str, ...] = ("bf16", "fp8")
     site: Site
+    stack: str | None = None  # a name of spec.STACKS; None: each family's best-supported stack
+    confidence: float | None = None  # rank on this quantile of time and cost (None: median)
 
     @property
     def deadline(self) -> float:
@@ -182,8 +184,10 @@ def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np
     if g["gpus"].size == 0:
         return g
     hw = hardware_table(cat, [(acc, p0)])
-    eff = efficiency_for(cat, hw.family)
-    t = time_per_step(req.model, _layout(g, req), hw, eff)
+    stack = req.stack or best_stack(cat, acc.family)
+    eff = efficiency_for(cat, hw.family, stack)
+    g["stack"] = np.full(g["gpus"].shape, STACKS.index(stack))
+    t = time_per_step(req.model, replace(_layout(g, req), stack=g["stack"]), hw, eff)
     g["tokens_per_s"] = np.asarray(t.tokens_per_s, dtype=float)
     g["step_s"] = np.asarray(t.step_s, dtype=float)
     g["mfu"] = np.asarray(t.mfu, dtype=float)

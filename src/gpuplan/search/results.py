@@ -55,6 +55,7 @@ class LayoutInfo:
     sp: bool
     flash: bool
     offload: bool
+    stack: str = "megatron"  # a name of spec.STACKS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,6 +155,7 @@ class PlanRow:
     export_cn: str
     vendor: str
     efficiency_is_guess: bool
+    stack: str = "megatron"  # a name of spec.STACKS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -288,3 +290,5 @@ class PlanResult:
     elapsed_s: float | None = None
     scenario: tuple[tuple[str, Any], ...] | None = None
     scenario_pick: Any = None  # search.scenario.Pick: the article's own pick
+    stack: str | None = None  # the --stack asked for (None: each family's best-supported)
+    confidence: float | None = None  # the quantile plans were ranked on (None: the median)

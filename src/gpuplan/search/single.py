@@ -11,7 +11,7 @@ from ..catalog import Catalog
 from ..errors import ConfigError
 from ..estimators import cost as costm
 from ..estimators.timing import TIMING_PARTS
-from ..spec import OPTIMIZERS, PRECISIONS, RECOMPUTE, Accelerator, Layout, ModelSpec
+from ..spec import OPTIMIZERS, PRECISIONS, RECOMPUTE, STACKS, Accelerator, Layout, ModelSpec
 from ..units import GiB
 from . import feasibility as fz
 from .evaluate import Site, outcome, own_cost, physics, site_from_catalog
@@ -102,7 +102,7 @@ def _layout_info(layout: Layout) -> LayoutInfo:
         microbatches=int(np.asarray(layout.microbatches).item()),
         precision=PRECISIONS[int(v["precision"])], recompute=RECOMPUTE[int(v["recompute"])],
         optimizer=OPTIMIZERS[int(v["optimizer"])], sp=bool(v["sp"]) and int(v["tp"]) > 1,
-        flash=bool(v["flash"]), offload=bool(v["offload"]))
+        flash=bool(v["flash"]), offload=bool(v["offload"]), stack=STACKS[int(v["stack"])])
 
 
 def _warnings(plat: Platform, layout: Layout, gpus: int, memory_bytes: Any, capacity_bytes: float,
@@ -126,7 +126,7 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
     site = site_from_catalog(cat, **overrides)
     plat = resolve_platform(cat, gpu, offer, system)
     hw = hardware_table(cat, [(gpu, plat)])
-    eff = efficiency_for(cat, hw.family)
+    eff = efficiency_for(cat, hw.family, STACKS[int(np.asarray(layout.stack).item())])
     ph = physics(model, layout, hw, eff, site)
     mem, t = ph.memory, ph.timing
     cap = float(hw.memory_bytes[0])
