@@ -3,6 +3,12 @@ sends N requests (default 2,000) with C concurrent clients (default 8) to /api/e
 /api/plan, prints requests/s, p50 and p99, and stops the server. Nothing leaves this machine.
 
     PYTHONPATH=src python benchmarks/bench_web.py [--requests 2000] [--concurrency 8]
+        [--workers N] [--threads]
+
+Every request is computed: the server caches no results (the same body is sent each time).
+`--threads` serves from one process with a thread pool (the server before worker processes),
+for a before/after comparison on the same machine; `--workers` sets the pool size (default:
+one per core).
 """
 
 from __future__ import annotations
@@ -33,10 +39,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start(port: int) -> subprocess.Popen[bytes]:
+THREADED = ("import sys, uvicorn; from gpuplan.web.app import create_app; "
+            "uvicorn.run(create_app(workers=int(sys.argv[2]) if sys.argv[2] else None), "
+            "host='127.0.0.1', port=int(sys.argv[1]), log_level='warning')")
+
+
+def start(port: int, workers: int | None, threads: bool) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    proc = subprocess.Popen([sys.executable, "-m", "gpuplan", "serve", "--port", str(port)],
-                            env=env, stdout=subprocess.DEVNULL)
+    if threads:
+        argv = ["-c", THREADED, str(port), str(workers or "")]
+    else:
+        argv = ["-m", "gpuplan", "serve", "--port", str(port)]
+        argv += ["--workers", str(workers)] if workers else []
+    proc = subprocess.Popen([sys.executable, *argv], env=env, stdout=subprocess.DEVNULL)
     for _ in range(300):
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/openapi.json", timeout=1).close()
@@ -82,9 +97,14 @@ def main() -> None:
     ap.add_argument("--plan-requests", type=int, default=200,
                     help="requests to /api/plan (each searches ~2M candidates)")
     ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--workers", type=int, help="computations at once (default: one per core)")
+    ap.add_argument("--threads", action="store_true",
+                    help="a thread pool in the server's process instead of worker processes")
     a = ap.parse_args()
     port = free_port()
-    proc = start(port)
+    proc = start(port, a.workers, a.threads)
+    print(f"server: {'threads' if a.threads else 'worker processes'}, "
+          f"{a.workers or 'one per core'} at once; {os.cpu_count()} cores")
     try:
         run(port, "/api/estimate", a.requests, a.concurrency)
         run(port, "/api/plan", a.plan_requests, a.concurrency)

@@ -26,8 +26,9 @@ def register(sub: Any) -> None:
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument("--time-limit", type=positive_float, default=20.0, metavar="S",
                    help="longest a request may compute, in seconds (default 20)")
-    p.add_argument("--workers", type=positive_int, default=4,
-                   help="requests computed at once (default 4)")
+    p.add_argument("--workers", type=positive_int,
+                   help="requests computed at once, each in its own worker process "
+                   "(default: one per core)")
     p.set_defaults(func=run)
 
 
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
                           "pip install 'gpuplan[web]'") from None
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be between 0 and 65535, got {args.port}")
-    app = create_app(time_limit_s=args.time_limit, workers=args.workers)
+    app = create_app(time_limit_s=args.time_limit, workers=args.workers, processes=True)
     print(f"gpuplan: serving on http://{args.host}:{args.port}/ (Ctrl-C stops)", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0

@@ -4,17 +4,22 @@ Starlette rather than FastAPI: two small dependencies (starlette, and uvicorn to
 the request fields already have one definition, the CLI's argparse parser, from which
 `openapi.py` writes the schema; pydantic models would be a second copy.
 
-Limits: a request body of at most 1 MiB; at most `workers` computations at once and
-`max_queue` waiting (429 past that); each answer within `time_limit_s` (422 past it; the search
-itself is bounded by its search-space cap, so abandoned work ends by itself). Bad input is a
-4xx whose `error` is the CLI's one line; no traceback ever leaves the server.
+Limits: a request body of at most 1 MiB; at most `workers` computations at once (worker
+processes, one per core by default: `worker.py`) and `max_queue` waiting (429 past that); each
+answer within `time_limit_s` (422 past it; the search itself is bounded by its search-space cap,
+so abandoned work ends by itself). Bad input is a 4xx whose `error` is the CLI's one line; no
+traceback ever leaves the server (a worker process that dies is a 503, and a new pool serves
+the next request). The JSON of `/api/plan` is the search and its JSON alone: the charts, the
+per-plan estimates and the TCO are computed only for `?charts=1` (the page) and the reports.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator
+from concurrent.futures import BrokenExecutor, Executor
 from importlib import resources
 from typing import Any
 
@@ -24,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from . import adapter
+from . import adapter, worker
 from .adapter import RequestError
 
 MAX_BODY_BYTES = 1 << 20
@@ -81,25 +86,60 @@ def _query_body(request: Request, command: str) -> dict[str, Any]:
 
 
 class Api:
-    """Runs adapter calls on a bounded thread pool, each within a time limit."""
+    """Runs adapter calls on a bounded pool (`worker.make_pool`: processes or threads), at most
+    `workers` at once and `max_queue` waiting, each answered within a time limit."""
 
-    def __init__(self, time_limit_s: float = 20.0, workers: int = 4, max_queue: int = 32):
+    def __init__(self, time_limit_s: float = 20.0, workers: int | None = None,
+                 max_queue: int = 32, processes: bool = False) -> None:
         self.time_limit_s, self.max_queue = time_limit_s, max_queue
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuplan-web")
+        self.workers, self.processes = workers or worker.default_workers(), processes
+        self.pool: Executor | None = None  # made at the first call (or at start-up)
         self.pending = 0
+
+    def _pool(self) -> Executor:
+        if self.pool is None:
+            self.pool = worker.make_pool(self.workers, self.processes)
+        return self.pool
+
+    async def start(self) -> None:
+        """Start and warm every worker process now, so that none starts under load."""
+        if self.processes:
+            pool = self._pool()
+            await asyncio.gather(*[asyncio.wrap_future(pool.submit(worker.ready))
+                                   for _ in range(self.workers)])
+
+    def close(self, wait: bool = True) -> None:
+        """Stop the pool: queued calls are cancelled; `wait` for the running ones to end (at
+        server shutdown, so the worker processes exit cleanly before the server does)."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=wait, cancel_futures=True)
+            self.pool = None
 
     async def call(self, fn: Any, *args: Any) -> Any:
         if self.pending >= self.max_queue:
             raise RequestError(429, "the server is busy; try again in a moment")
         self.pending += 1
-        fut = asyncio.wrap_future(self.pool.submit(fn, *args))
+        pool = self._pool()
+        try:
+            fut = asyncio.wrap_future(pool.submit(worker.call, fn, *args))
+        except BrokenExecutor:
+            self.pending -= 1
+            raise self._broken(pool) from None
         fut.add_done_callback(lambda _: self._done())
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), self.time_limit_s)
+            return worker.unwrap(await asyncio.wait_for(asyncio.shield(fut), self.time_limit_s))
         except TimeoutError:
             raise RequestError(422, f"this request needs more than the server's "
                                     f"{self.time_limit_s:g} s limit; narrow the search (gpu, "
                                     f"vendor, max_gpus) or run the same command locally") from None
+        except BrokenExecutor:
+            raise self._broken(pool) from None
+
+    def _broken(self, pool: Executor) -> RequestError:
+        """A worker process died (killed, out of memory): a new pool serves the next request."""
+        if self.pool is pool:
+            self.close(wait=False)
+        return RequestError(503, "a worker process stopped while computing; try again")
 
     def _done(self) -> None:
         self.pending -= 1
@@ -109,7 +149,7 @@ class Api:
             return JSONResponse(await self.call(fn, *args))
         except RequestError as err:
             return _error(err.status, err.message)
-        except Exception as err:  # a bug: one line, no traceback in the response
+        except Exception as err:  # a bug here, not in the worker: one line, no traceback
             return _error(500, f"internal error ({type(err).__name__}); the same request on "
                                "the command line shows where")
 
@@ -131,8 +171,19 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return _error(exc.status_code, f"{exc.detail}: {request.method} {request.url.path}")
 
 
-def create_app(time_limit_s: float = 20.0, workers: int = 4) -> Starlette:
-    api = Api(time_limit_s=time_limit_s, workers=workers)
+def create_app(time_limit_s: float = 20.0, workers: int | None = None,
+               processes: bool = False) -> Starlette:
+    """The app; `workers` computations at once (default: one per core), in worker processes
+    when `processes` (what `gpuplan serve` runs), else in threads of this process."""
+    api = Api(time_limit_s=time_limit_s, workers=workers, processes=processes)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await api.start()
+        try:
+            yield
+        finally:
+            api.close()
 
     async def compute(request: Request) -> Response:
         command = request.path_params["command"]
@@ -157,17 +208,15 @@ def create_app(time_limit_s: float = 20.0, workers: int = 4) -> Starlette:
         return await api.handle(adapter.run, command, _query_body(request, command))
 
     async def report(request: Request) -> Response:
-        from ..report.html import render_html
-        from .views import VIEWS
+        from .views import report_html
 
         command = request.path_params["command"]
         if command not in POSTED:
             return _error(404, f"no report '{command}'; choose plan, estimate or tco")
-        try:
-            data = await api.call(VIEWS[command], await _body(request))
+        try:  # rendered in the worker too: the event loop only moves bytes
+            return HTMLResponse(await api.call(report_html, command, await _body(request)))
         except RequestError as err:
             return _error(err.status, err.message)
-        return HTMLResponse(render_html(command, data))
 
     routes = [
         Route("/", _page),
@@ -178,6 +227,7 @@ def create_app(time_limit_s: float = 20.0, workers: int = 4) -> Starlette:
         Route("/api/catalog/{what:str}", listing),
         Route("/api/validate", listing),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error},
+                    lifespan=lifespan)
     app.state.api = api
     return app

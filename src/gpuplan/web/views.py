@@ -120,3 +120,10 @@ def charts(kind: str, data: dict[str, Any]) -> dict[str, str]:
 
 
 VIEWS = {"plan": plan_view, "estimate": estimate_view, "tco": tco_view}
+
+
+def report_html(command: str, body: dict[str, Any]) -> str:
+    """The self-contained HTML report of a request (`POST /api/report/COMMAND`)."""
+    from ..report.html import render_html
+
+    return render_html(command, VIEWS[command](body))

@@ -1,0 +1,90 @@
+"""Where the web computes: a bounded pool of worker processes, one per core by default.
+
+A plan is about a quarter of a second of numpy over a few hundred thousand candidates, most
+of it in small Python-level steps that hold the GIL: threads in one process share one core, so
+eight concurrent plans on a thread pool wait about eight times as long as one. Worker
+processes use every core; each reads the catalog and builds the request parsers once, when it
+starts (`warm`), not per request. No result is cached: every request is computed.
+
+`call(fn, *args)` runs in a worker and returns a picklable outcome instead of raising, so a
+`RequestError` (status and the CLI's line) or a bug's class name crosses the process boundary
+unchanged; the thread pool (`processes=False`, tests and embedding) runs the same function.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Any
+
+from .adapter import RequestError
+
+Outcome = tuple[Any, ...]  # ("ok", value) | ("error", status, message) | ("bug", class name)
+
+
+def default_workers() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _exit_with(parent: int) -> None:
+    """Ends this worker once the server that started it is gone, however it ended."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
+
+
+def warm() -> None:
+    """Once per worker process: leave Ctrl-C to the server (which stops the pool), end with the
+    server, import the library, read the catalog and build each command's request fields."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with, args=(os.getppid(),), daemon=True).start()
+    from .. import api  # noqa: F401  (the library and its estimators, imported once)
+    from ..catalog import load_catalog
+    from ..report import estimate, plan, tco  # noqa: F401
+    from ..search import ownership  # noqa: F401
+    from . import adapter, views  # noqa: F401
+
+    load_catalog()
+    for command in adapter.COMMANDS:
+        adapter.fields(command)
+
+
+def ready() -> int:
+    """A no-op task: the server sends one to each worker at start-up, so none starts later."""
+    return os.getpid()
+
+
+def call(fn: Any, *args: Any) -> Outcome:
+    """`fn(*args)` as an outcome tuple (see the module docstring); never raises."""
+    try:
+        return ("ok", fn(*args))
+    except RequestError as err:
+        return ("error", err.status, err.message)
+    except Exception as err:  # a bug: its class name only, no traceback leaves the server
+        return ("bug", type(err).__name__)
+
+
+def unwrap(outcome: Outcome) -> Any:
+    """The value of an outcome; RequestError for bad input and for a bug (500, one line)."""
+    if outcome[0] == "ok":
+        return outcome[1]
+    if outcome[0] == "error":
+        raise RequestError(outcome[1], outcome[2])
+    raise RequestError(500, f"internal error ({outcome[1]}); the same request on the command "
+                            "line shows where")
+
+
+def make_pool(workers: int, processes: bool) -> Executor:
+    """`workers` processes (spawned: the server process has threads, so no fork) or threads."""
+    if not processes:
+        return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuplan-web")
+    return ProcessPoolExecutor(max_workers=workers, initializer=warm,
+                               mp_context=multiprocessing.get_context("spawn"))
