@@ -107,6 +107,34 @@ def test_openapi_types_the_range_flags_with_their_bounds(client, command):
     assert strip["global_batch"] == {"type": "integer", "minimum": 1}
 
 
+def test_openapi_types_the_tco_inputs_with_the_range_tco_accepts(client):
+    """tco's flags were plain floats: the schema now states `search.inputs.check_input`'s
+    range for each, and a value just outside it is a 422 with the CLI's own line."""
+    from gpuplan.cli.tco_cmd import SITE_FLAG_HELP
+    from gpuplan.search.inputs import MIN_YEARS, check_input
+
+    props = client.get("/openapi.json").json()["paths"]["/api/tco"]["post"][
+        "requestBody"]["content"]["application/json"]["schema"]["properties"]
+    strip = {k: {a: b for a, b in v.items() if a != "description"} for k, v in props.items()}
+    assert strip["years"] == {"type": "number", "minimum": MIN_YEARS, "maximum": 100}
+    assert strip["pue"] == {"type": "number", "minimum": 1, "maximum": 1e12}
+    assert strip["utilization"] == {"type": "number", "minimum": 0.01, "maximum": 1}
+    assert strip["nodes"] == {"type": "number", "exclusiveMinimum": 0, "maximum": 1e12}
+    for name in ("nodes", "utilization", "price", "host_load_factor", *SITE_FLAG_HELP):
+        s = strip[name]
+        lo = s.get("minimum", s.get("exclusiveMinimum"))
+        if "minimum" in s:
+            check_input(name, lo)  # the bounds are what the rule accepts ...
+        check_input(name, s["maximum"])
+        for outside in (lo - 1e-9 if "minimum" in s else lo, s["maximum"] * (1 + 1e-9)):
+            with pytest.raises(Exception, match="must be"):  # ... and just outside it refuses
+                check_input(name, outside)
+    for body in ({"pue": 0.5}, {"years": 0}, {"utilization": 0}, {"utilization": 1.5}):
+        r = client.post("/api/tco", json={"system": "dgx-h100", **body})
+        flag = "--" + next(iter(body))
+        assert r.status_code == 422 and r.json()["error"].startswith(f"gpuplan: error: {flag} ")
+
+
 @pytest.mark.parametrize("body, status, message", [
     ({"model": "llama3-8b"}, 422, "gpuplan: error: --tokens is required"),
     ({"model": "llama3-8b", "tokens": "1T", "gpu": "h10"}, 422, "did you mean 'h100-sxm'"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..search.inputs import flag_name
-from . import common_options
+from ..search.inputs import flag_name, input_bounds
+from . import bounded, common_options
 from .options import add_report_options, write_html
 
 EXAMPLES = """examples:
@@ -41,6 +41,19 @@ SITE_FLAG_HELP = {
 }
 
 
+def number(name: str) -> Any:
+    """The flag type of input `name`: a number, marked with the range `search.inputs.
+    check_input` accepts (for the web schema); the range itself is checked there, so the CLI,
+    the Python API and the web say the same line."""
+    lo, hi, exclusive = input_bounds(name)
+
+    @bounded(lo, hi, exclusive=exclusive)
+    def number(text: str) -> float:
+        return float(text)
+
+    return number
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "tco",
@@ -54,18 +67,19 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--system", help="system or pod id or alias, e.g. dgx-h100 or "
                    "dgx-h100-superpod-512 (`gpuplan catalog systems`)")
-    p.add_argument("--nodes", type=float, metavar="N",
+    p.add_argument("--nodes", type=number("nodes"), metavar="N",
                    help="number of servers, or of pods with a pod (default 1)")
-    p.add_argument("--utilization", type=float, metavar="U",
+    p.add_argument("--utilization", type=number("utilization"), metavar="U",
                    help="fraction of the hours the GPUs do useful work, e.g. 0.7 (default: site)")
-    p.add_argument("--price", type=float, metavar="USD", help="price of one server (default: "
-                   "the catalog's list price)")
-    p.add_argument("--host-load-factor", type=float, metavar="F",
+    p.add_argument("--price", type=number("price"), metavar="USD",
+                   help="price of one server (default: the catalog's list price)")
+    p.add_argument("--host-load-factor", type=number("host_load_factor"), metavar="F",
                    help="host (CPU, NIC, fans) power as a fraction of its maximum "
                    "(default: the GPU load factor)")
     for dest, text in SITE_FLAG_HELP.items():
         flag = flag_name(dest)
-        p.add_argument(flag, dest=dest, type=float, metavar="X", help=text + " (default: site)")
+        p.add_argument(flag, dest=dest, type=number(dest), metavar="X",
+                       help=text + " (default: site)")
     p.add_argument("--compare-cloud", action="store_true",
                    help="rent the same GPUs in every pricing mode of the catalog's offers")
     p.add_argument("--pricing", action="append", metavar="MODE",

@@ -25,6 +25,21 @@ def flag_name(name: str) -> str:
     return "--" + FLAG_NAMES.get(name, name.replace("_", "-"))
 
 
+def input_bounds(name: str) -> tuple[float, float, bool]:
+    """The range `check_input` accepts for `name`: (minimum, maximum, minimum excluded), for
+    the CLI's flag types and so the web schema (a whole --nodes is checked, not stated)."""
+    lo, hi = 0.0, MAX_VALUE
+    if name in FRACTIONS:
+        hi = 1.0
+    if name == "pue":
+        lo = 1.0
+    if name == "utilization":
+        lo = MIN_UTILIZATION
+    if name == "years":
+        lo, hi = MIN_YEARS, MAX_YEARS
+    return lo, hi, name == "nodes"
+
+
 def check_input(name: str, value: Any, flag: str | None = None) -> float:
     """One numeric input, checked: finite, >= 0, in range (every input at most MAX_VALUE, so
     products of them stay finite); -0 becomes 0. `name` picks the rule
