@@ -11,8 +11,11 @@ from .options import (
     add_model_options,
     add_report_options,
     add_site_options,
+    check_format,
     model_args,
+    print_tables,
     site_args,
+    wants_json,
     write_html,
 )
 
@@ -69,7 +72,7 @@ def register(sub: Any) -> None:
     c.add_argument("--pricing", help="on-demand, spot, reserved-1y, reserved-3y, savings-plan "
                    "(-1y/-3y), capacity-block or own")
     add_site_options(p)
-    add_report_options(p.add_argument_group("report"))
+    add_report_options(p.add_argument_group("report"), "estimate")
     common_options(p)
     p.set_defaults(func=run)
 
@@ -96,8 +99,12 @@ def run(args: argparse.Namespace) -> int:
     from .export_cmd import check_output
 
     check_output(args.html, args.force)
+    check_format(args)
     result = api.estimate(**estimate_kwargs(args))
-    doc = to_json(result) if (args.json or args.html) else {}
+    doc = to_json(result) if wants_json(args) else {}
     write_html("estimate", doc, args)
+    if args.format != "text":
+        print_tables("estimate", doc, args)
+        return 0
     print(dumps(doc) if args.json else render_text(result))
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from . import fraction, nonneg_float, positive_float, positive_int, pue
@@ -69,11 +70,41 @@ def site_args(args: argparse.Namespace) -> dict[str, float | None]:
     return {k: getattr(args, k) for k in SITE_FLAGS}
 
 
-def add_report_options(p: argparse.ArgumentParser) -> None:
-    """--html FILE and --force: the self-contained HTML report of plan, estimate and tco."""
+# what `--format csv` prints, by command (the first table of `report.tables.TABLES[kind]`)
+CSV_TABLE = {"plan": "the ranked plans", "estimate": "one summary row",
+             "tco": "the cost per year by line"}
+
+
+def add_report_options(p: argparse.ArgumentParser, kind: str) -> None:
+    """--html FILE and --force: the self-contained HTML report of plan, estimate and tco;
+    --format: the tables as text, CSV or Markdown."""
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report "
                    "(tables, charts, assumptions, sources) to FILE")
     p.add_argument("--force", action="store_true", help="overwrite an existing output FILE")
+    p.add_argument("--format", default="text", choices=("text", "csv", "markdown"),
+                   help=f"text (default); csv: {CSV_TABLE[kind]} only, plain values with units "
+                   "in the headers (RFC 4180); markdown: every table under a heading")
+
+
+def check_format(args: argparse.Namespace) -> None:
+    """--format and --json both choose what is printed: one of them, in one line."""
+    from ..errors import ConfigError
+
+    if args.format != "text" and args.json:
+        raise ConfigError(f"--format {args.format} and --json both choose the output; "
+                          "give one of them")
+
+
+def wants_json(args: argparse.Namespace) -> bool:
+    """Whether the result's JSON document is needed: --json, --html and --format read it."""
+    return bool(args.json or args.html or args.format != "text")
+
+
+def print_tables(kind: str, doc: dict[str, Any], args: argparse.Namespace) -> None:
+    """The --format csv|markdown output (`report.tables`) of a result's JSON document."""
+    from ..report.tables import render
+
+    sys.stdout.write(render(kind, doc, args.format))
 
 
 def write_html(kind: str, doc: dict[str, Any], args: argparse.Namespace) -> None:

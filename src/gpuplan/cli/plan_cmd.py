@@ -13,8 +13,11 @@ from .options import (
     add_model_options,
     add_report_options,
     add_site_options,
+    check_format,
     model_args,
+    print_tables,
     site_args,
+    wants_json,
     write_html,
 )
 
@@ -26,6 +29,7 @@ EPILOG = """examples:
   gpuplan plan --model llama3-70b --tokens 15T --deadline-days 90 --export torchtitan
   gpuplan plan --model llama3-8b --tokens 1T --export skypilot --rank 2 -o task.yaml
   gpuplan plan --model llama3-8b --tokens 1T --html plan.html
+  gpuplan plan --model llama3-8b --tokens 1T --format csv > plans.csv
 """
 
 
@@ -79,7 +83,7 @@ def register(sub: Any) -> None:
                    "the winner)")
     x.add_argument("-o", "--output", metavar="FILE", help="write the --export output to FILE "
                    "(the plan is printed as usual)")
-    add_report_options(x)
+    add_report_options(x, "plan")
     common_options(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--no-timing", action="store_true", help=argparse.SUPPRESS)  # golden files
@@ -136,6 +140,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
         raise UnknownIdError("export target", args.export, TARGETS)
     check_output(args.output, args.force)
     check_output(args.html, args.force)
+    check_format(args)
+    if args.format != "text" and args.export and not args.output:
+        raise ConfigError(f"--export without -o prints the launch config instead of the plan, "
+                          f"so --format {args.format} has nothing to format; add -o FILE")
 
 
 def _export(doc: dict[str, Any], args: argparse.Namespace) -> str:
@@ -160,12 +168,15 @@ def run(args: argparse.Namespace) -> int:
     quiet = args.quiet or args.json or (args.export and not args.output)
     result = api.plan(progress=_Progress(not quiet), **plan_kwargs(args))
     request = request_of(args)
-    doc = to_json(result, request=request) if (args.json or args.export or args.html) else {}
+    doc = to_json(result, request=request) if (wants_json(args) or args.export) else {}
     write_html("plan", doc, args)
     if args.export:
         write_or_print(_export(doc, args), args.output, args.force)
         if not args.output:
             return 0
+    if args.format != "text":
+        print_tables("plan", doc, args)
+        return 0
     print(dumps(doc) if args.json else render_text(result, timing=not args.no_timing,
                                                    request=request))
     return 0

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..search.inputs import flag_name, input_bounds
 from . import bounded, common_options
-from .options import add_report_options, write_html
+from .options import add_report_options, check_format, print_tables, wants_json, write_html
 
 EXAMPLES = """examples:
   gpuplan tco --system dgx-h100 --nodes 4 --years 4 --utilization 0.7 --electricity 0.12 --pue 1.3
@@ -89,7 +89,7 @@ def register(sub: Any) -> None:
     p.add_argument("--model", help="model id: sizes the checkpoint that prices spot interruptions")
     p.add_argument("--scenario", help="a preset from the article (startup, research, hyperscale, "
                    "gpt3-one-server): prints its assumptions and the honest answer")
-    add_report_options(p)
+    add_report_options(p, "tco")
     common_options(p)
     p.set_defaults(func=run)
 
@@ -112,8 +112,12 @@ def run(args: argparse.Namespace) -> int:
     from .export_cmd import check_output
 
     check_output(args.html, args.force)
+    check_format(args)
     result = tco(**tco_kwargs(args))
-    doc = to_json(result) if (args.json or args.html) else {}
+    doc = to_json(result) if wants_json(args) else {}
     write_html("tco", doc, args)
+    if args.format != "text":
+        print_tables("tco", doc, args)
+        return 0
     print(dumps(doc) if args.json else render_text(result))
     return 0
