@@ -215,6 +215,7 @@ SITE_VALUES: dict[str, Field] = {
     "allocator_fragmentation_fraction": fraction(),
     "reserved_reuse_utilization": fraction(),
     "utilization": fraction(above=True),
+    "usd_per_cny": pos(high=1e6),  # converts China-region CNY list prices (offers.toml)
 }
 
 # [efficiency.FAMILY]: a row gives every model constant or names a parent with `inherits`;
