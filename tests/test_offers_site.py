@@ -182,6 +182,7 @@ SITE_RANGES = {
     "allocator_fragmentation_fraction": (0.0, 0.5),
     "reserved_reuse_utilization": (0.0, 1.0),
     "utilization": (0.05, 1.0),
+    "usd_per_cny": (0.10, 0.20),  # 5-10 CNY per USD (a CNY-per-USD slip would read ~7)
 }
 
 

@@ -88,6 +88,9 @@ def test_cloud_from_option_when_folder_does_not_say(run_cli, tmp_path):
      "line 2: Price must be a number, got 'cheap'"),
     ((HEADER + "p5.48xlarge,H100,8,1,1,,-3,,us-east-1,a\n").encode(), "finite price >= 0"),
     ((HEADER + "p5.48xlarge,H100,eight,1,1,,3,,us-east-1,a\n").encode(), "AcceleratorCount"),
+    ((HEADER + "p5.48xlarge,H100,65,1,1,,3,,us-east-1,a\n").encode(),
+     "line 2: AcceleratorCount must be at most 64 (accelerators in one instance), got '65'"),
+    ((HEADER + "p5.48xlarge,H100,1e300,1,1,,3,,us-east-1,a\n").encode(), "at most 64"),
     (b"\xff\xfe\x00bad", "not UTF-8"),
     (HEADER.encode(), "no GPU rows"),
 ])

@@ -5,8 +5,14 @@ repository) has one row per instance type, region and availability zone, with th
 InstanceType, AcceleratorName, AcceleratorCount, vCPUs, MemoryGiB, GpuInfo, Price, SpotPrice,
 Region, AvailabilityZone. `read_skypilot_csv` turns the GPU rows into `[[offer]]` rows for
 gpuplan's catalog: one per (instance type, region), on-demand price from Price, spot price the
-MEDIAN across the region's zones (SkyPilot itself keeps the minimum), with the zones' minimum
-and maximum written in the row's notes (the offer schema has no field for a spread).
+MEDIAN over the observations (SkyPilot itself keeps the minimum).
+
+Spread: several files of one cloud may be given, each a snapshot taken on another date (oldest
+first). The spot observations of an (instance type, region) are then its zones x snapshots; the
+row keeps their median as the spot price and their minimum, maximum and count as
+`spot_usd_per_hour_min`, `spot_usd_per_hour_max` and `spot_observations`, which `plan` shows
+beside the spot rows it ranks. On-demand is the median over the zones of the newest snapshot
+that lists the instance (list prices move rarely; the newest one is the price today).
 
 The scale-out network of an instance is not in the CSV: it is taken from a package offer of the
 same cloud and instance type; an instance gpuplan does not know gets 0 Gbit/s and
@@ -23,6 +29,7 @@ import csv
 import io
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +52,7 @@ SKYPILOT_NAMES = {
     "rtx-6000-ada": "RTX6000-Ada", "mi300x": "MI300X", "mi325x": "MI325X", "mi355x": "MI355X",
     "gaudi2": "Gaudi2", "gaudi3": "Gaudi3",
 }
+MAX_ACCELERATORS = 64  # GPUs in one instance: the largest cloud instance has 8 or 16 (GB200: 4)
 CLOUDS = ("aws", "gcp", "azure", "lambda", "oci", "runpod", "nebius", "vast", "digitalocean",
           "do", "fluidstack", "cudo", "paperspace", "coreweave", "hyperbolic", "scp", "ibm")
 
@@ -98,6 +106,9 @@ def _count(text: str | None, where: str) -> int:
     if not math.isfinite(value) or value < 0 or value != int(value):
         raise CatalogError(f"{where}: AcceleratorCount must be a whole number, "
                            f"got {quote(text)}")
+    if value > MAX_ACCELERATORS:
+        raise CatalogError(f"{where}: AcceleratorCount must be at most {MAX_ACCELERATORS} "
+                           f"(accelerators in one instance), got {quote(text)}")
     return int(value)
 
 
@@ -107,9 +118,9 @@ def guess_cloud(path: Path) -> str | None:
     return folder if folder in CLOUDS else None
 
 
-def _group(rows: list[dict[str, str]], cat: Catalog, path: Path) -> tuple[
-        dict[tuple[str, str], dict[str, Any]], dict[str, int], int]:
-    groups: dict[tuple[str, str], dict[str, Any]] = {}
+def _group(rows: list[dict[str, str]], cat: Catalog, path: Path, snapshot: int,
+           groups: dict[tuple[str, str], dict[str, Any]]) -> tuple[dict[str, int], int]:
+    """Add one file's GPU rows to `groups` ((instance, region) -> prices by snapshot)."""
     unknown: dict[str, int] = {}
     no_gpu = 0
     for line, row in enumerate(rows, start=2):
@@ -127,13 +138,19 @@ def _group(rows: list[dict[str, str]], cat: Catalog, path: Path) -> tuple[
         inst, region = row["InstanceType"].strip(), row["Region"].strip()
         if not inst or not region:
             raise CatalogError(f"{where}: InstanceType and Region must not be empty")
-        g = groups.setdefault((inst, region), {"gpu": gpu, "count": count, "od": [],
-                                               "spot": []})
+        g = groups.setdefault((inst, region), {"gpu": gpu, "count": count, "od": {},
+                                               "spot": [], "zones": set(), "snaps": set()})
         for key, column in (("od", "Price"), ("spot", "SpotPrice")):
             value = _price(row.get(column), where, column)
-            if value is not None:
-                g[key].append(value)
-    return groups, unknown, no_gpu
+            if value is None:
+                continue
+            if key == "od":
+                g["od"].setdefault(snapshot, []).append(value)
+            else:
+                g["spot"].append(value)
+                g["zones"].add((row.get("AvailabilityZone") or "").strip())
+                g["snaps"].add(snapshot)
+    return unknown, no_gpu
 
 
 def _network(cat: Catalog, cloud: str, instance: str) -> tuple[float, int] | None:
@@ -149,14 +166,20 @@ def _offer_row(cat: Catalog, cloud: str, key: tuple[str, str], g: dict[str, Any]
     inst, region = key
     prices: dict[str, float] = {}
     notes = [f"imported by `gpuplan prices import` from {source}"]
+    spread: dict[str, Any] = {}
     if g["od"]:
-        prices["on-demand"] = statistics.median(g["od"])
-        if min(g["od"]) != max(g["od"]):
-            notes.append(f"on-demand differs across zones: median of {len(g['od'])}")
+        newest = g["od"][max(g["od"])]
+        prices["on-demand"] = statistics.median(newest)
+        if min(newest) != max(newest):
+            notes.append(f"on-demand differs across zones: median of {len(newest)}")
     if g["spot"]:
-        prices["spot"] = statistics.median(g["spot"])
-        notes.append(f"spot: median over {len(g['spot'])} zone(s), min {min(g['spot']):.4g}, "
-                     f"max {max(g['spot']):.4g} USD/instance-h")
+        spot = g["spot"]
+        prices["spot"] = statistics.median(spot)
+        spread = {"spot_usd_per_hour_min": round(min(spot), 6),
+                  "spot_usd_per_hour_max": round(max(spot), 6), "spot_observations": len(spot)}
+        notes.append(f"spot: median over {len(spot)} observation(s) ({len(g['zones'])} "
+                     f"zone(s) x {len(g['snaps'])} snapshot(s)), min {min(spot):.4g}, "
+                     f"max {max(spot):.4g} USD/instance-h")
     if not prices:
         return None
     ident = normalize(f"{cloud}-{inst}-{region}")
@@ -167,24 +190,43 @@ def _offer_row(cat: Catalog, cloud: str, key: tuple[str, str], g: dict[str, Any]
         net = (0.0, 1)
     return {"id": ident, "cloud": cloud, "instance_type": inst,
             "accelerator": g["gpu"], "count": g["count"], "region": region,
-            "usd_per_hour": {k: round(v, 6) for k, v in prices.items()},
+            "usd_per_hour": {k: round(v, 6) for k, v in prices.items()}, **spread,
             "network_gbit_per_s": round(net[0], 3), "max_instances": net[1],
             "source": source, "as_of": as_of, "notes": "; ".join(notes)}
 
 
-def read_skypilot_csv(path: str | Path, cat: Catalog, *, cloud: str | None = None,
-                      as_of: str | None = None) -> Imported:
-    """The GPU offers of a SkyPilot catalog CSV as overlay rows (see the module docstring)."""
-    p = Path(path)
-    rows = _read_rows(p)
-    cloud = (cloud or guess_cloud(p) or "").lower()
-    if not cloud:
-        raise CatalogError(f"cannot tell the cloud of {display_path(p)} from its folder; give "
-                           "--cloud (e.g. --cloud aws)")
+def read_skypilot_csv(path: str | Path | Sequence[str | Path], cat: Catalog, *,
+                      cloud: str | None = None, as_of: str | None = None) -> Imported:
+    """The GPU offers of one SkyPilot catalog CSV, or of several snapshots of one cloud's
+    (oldest first), as overlay rows (see the module docstring). `as_of` defaults to the newest
+    file's modification date."""
+    paths = [Path(p) for p in ([path] if isinstance(path, str | Path) else path)]
+    if not paths:
+        raise CatalogError("no price file given; give a SkyPilot vms.csv")
+    tables = [_read_rows(p) for p in paths]
+    clouds = {(cloud or guess_cloud(p) or "").lower() for p in paths}
+    if "" in clouds:
+        raise CatalogError(f"cannot tell the cloud of {display_path(paths[0])} from its folder; "
+                           "give --cloud (e.g. --cloud aws)")
+    if len(clouds) > 1:
+        raise CatalogError(f"the files hold prices of several clouds ({', '.join(sorted(clouds))}"
+                           "); import one cloud at a time")
+    cloud = clouds.pop()
     if as_of is None:
-        as_of = datetime.fromtimestamp(p.stat().st_mtime, tz=UTC).strftime("%Y-%m-%d")
-    source = f"SkyPilot catalog CSV {p.name} ({cloud}), file dated {as_of}"
-    groups, unknown, no_gpu = _group(rows, cat, p)
+        newest = max(p.stat().st_mtime for p in paths)
+        as_of = datetime.fromtimestamp(newest, tz=UTC).strftime("%Y-%m-%d")
+    names = ", ".join(p.name for p in paths)
+    source = (f"SkyPilot catalog CSV {names} ({cloud}), file dated {as_of}" if len(paths) == 1
+              else f"SkyPilot catalog CSVs {names} ({cloud}, {len(paths)} snapshots, oldest "
+              f"first), newest dated {as_of}")
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    unknown: dict[str, int] = {}
+    no_gpu = 0
+    for snapshot, (p, rows) in enumerate(zip(paths, tables, strict=True)):
+        skipped, none = _group(rows, cat, p, snapshot, groups)
+        no_gpu += none
+        for name, n in skipped.items():
+            unknown[name] = unknown.get(name, 0) + n
     offers = [r for key, g in sorted(groups.items())
               if (r := _offer_row(cat, cloud, key, g, source, as_of)) is not None]
     return Imported(offers=tuple(offers), skipped_unknown=unknown, skipped_no_gpu=no_gpu,

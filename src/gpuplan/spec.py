@@ -151,6 +151,10 @@ class Offer:
     source: str
     as_of: str
     capacity_block_usd_per_hour: float | None = None
+    # spread of the spot observations whose median is usd_per_hour['spot'] (None = one figure)
+    spot_usd_per_hour_min: float | None = None
+    spot_usd_per_hour_max: float | None = None
+    spot_observations: int = 0
     aliases: tuple[str, ...] = ()
     notes: str = ""
 

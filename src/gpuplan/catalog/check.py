@@ -97,7 +97,7 @@ def check_value(f: Field, key: str, value: Any, at: str) -> Any:
     if f.kind == "text":
         return _text(f, key, value, at)
     if f.kind == "date":
-        if not isinstance(value, str) or not DATE.match(value):
+        if not isinstance(value, str) or not DATE.fullmatch(value):
             raise CatalogError(f"{at}: {key} must be a date YYYY-MM-DD or YYYY-MM, "
                                f"got {shown(value)}")
         return value

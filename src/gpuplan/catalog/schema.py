@@ -151,6 +151,11 @@ ROW_TABLES: dict[str, dict[str, Field]] = {
         "region": text(),
         "usd_per_hour": Field("map", True, unit=1.0, choices=spec.PRICING),
         "capacity_block_usd_per_hour": num(False),
+        # the spot spread the median in usd_per_hour["spot"] was taken over (zones x dates),
+        # per instance-hour, and how many observations it rests on (`gpuplan prices import`)
+        "spot_usd_per_hour_min": num(False),
+        "spot_usd_per_hour_max": num(False),
+        "spot_observations": whole(False, low=1),
         # 0 = no published inter-instance fabric (single-box offers, max_instances = 1)
         "network_gbit_per_s": num(unit=GB / 8, to="network_bytes_per_s", high=1e9),
         "max_instances": whole(False, high=10_000_000),
@@ -210,6 +215,7 @@ SITE_VALUES: dict[str, Field] = {
     "allocator_fragmentation_fraction": fraction(),
     "reserved_reuse_utilization": fraction(),
     "utilization": fraction(above=True),
+    "usd_per_cny": pos(high=1e6),  # converts China-region CNY list prices (offers.toml)
 }
 
 # [efficiency.FAMILY]: a row gives every model constant or names a parent with `inherits`;
@@ -255,6 +261,15 @@ SCENARIO: dict[str, Field] = {
     "notes": text(False),
 }
 
+SPREAD_KEYS = ("spot_usd_per_hour_min", "spot_usd_per_hour_max", "spot_observations")
+
+
+def _spread_complete(row: dict[str, Any]) -> bool:
+    """All three spread fields or none; a spread needs the spot price it surrounds."""
+    given = sum(k in row for k in SPREAD_KEYS)
+    return given == 0 or (given == 3 and "spot" in row.get("usd_per_hour", {}))
+
+
 # Rules between fields of one row (after each field is checked): table, test, what to fix.
 RULES: tuple[tuple[str, Callable[[dict[str, Any]], bool], str], ...] = (
     ("accelerator", lambda r: bool(r["peak_tflops"]),
@@ -263,6 +278,12 @@ RULES: tuple[tuple[str, Callable[[dict[str, Any]], bool], str], ...] = (
      "dense_layers must be at most layers"),
     ("offer", lambda r: r["network_gbit_per_s"] > 0 or r.get("max_instances") == 1,
      "network_gbit_per_s = 0 (no inter-instance fabric) needs max_instances = 1"),
+    ("offer", lambda r: _spread_complete(r),
+     "spot_usd_per_hour_min, spot_usd_per_hour_max and spot_observations go together, with a "
+     "spot price in usd_per_hour"),
+    ("offer", lambda r: "spot_usd_per_hour_min" not in r or (
+        r["spot_usd_per_hour_min"] <= r["usd_per_hour"]["spot"] <= r["spot_usd_per_hour_max"]),
+     "the spot price must lie within [spot_usd_per_hour_min, spot_usd_per_hour_max]"),
 )
 
 NAMED_TABLES: dict[str, dict[str, Field]] = {

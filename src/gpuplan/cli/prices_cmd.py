@@ -10,6 +10,7 @@ from . import common_options
 EPILOG = """examples:
   gpuplan prices import ~/.sky/catalogs/v7/aws/vms.csv -o aws-prices.toml
   gpuplan prices import vms.csv --cloud gcp --as-of 2026-08-01 -o gcp.toml --force
+  gpuplan prices import may/aws/vms.csv jun/aws/vms.csv -o aws.toml   # spot spread over dates
   gpuplan catalog validate aws-prices.toml
   gpuplan plan --model llama3-8b --tokens 1T --catalog aws-prices.toml
 """
@@ -25,16 +26,20 @@ def register(sub: Any) -> None:
         description="Read a SkyPilot catalog CSV (InstanceType, AcceleratorName, "
         "AcceleratorCount, vCPUs, MemoryGiB, GpuInfo, Price, SpotPrice, Region, "
         "AvailabilityZone) and write one [[offer]] per GPU instance type and region: on-demand "
-        "price, spot price as the median over zones (min and max in the notes), the file as "
-        "the source and its date as as_of. Use the result with --catalog.",
+        "price, spot price as the median over zones (and over snapshots, when several files "
+        "of one cloud are given, oldest first) with its spread (spot_usd_per_hour_min/max and "
+        "spot_observations, shown by `plan`), the files as the source and the newest date as "
+        "as_of. Use the result with --catalog.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    imp.add_argument("file", help="SkyPilot catalog CSV (e.g. catalogs/v7/aws/vms.csv)")
+    imp.add_argument("file", nargs="+", help="SkyPilot catalog CSV (e.g. "
+                     "catalogs/v7/aws/vms.csv); several snapshots of one cloud, oldest first, "
+                     "give the spot spread over dates")
     imp.add_argument("-o", "--output", metavar="FILE", help="overlay TOML to write "
                      "(default: print it)")
     imp.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     imp.add_argument("--cloud", help="cloud of the file (default: its folder name, e.g. aws)")
-    imp.add_argument("--as-of", help="date of the prices, YYYY-MM-DD (default: the file's "
-                     "modification date)")
+    imp.add_argument("--as-of", help="date of the (newest) prices, YYYY-MM-DD (default: the "
+                     "newest file's modification date)")
     common_options(imp, json_flag=False)
     imp.set_defaults(func=run_import)
 
@@ -56,8 +61,8 @@ def run_import(args: argparse.Namespace) -> int:
     imported = read_skypilot_csv(args.file, load_catalog(args.catalog), cloud=args.cloud,
                                  as_of=args.as_of)
     if not imported.offers:
-        raise ConfigError(f"{display_path(args.file)} has no GPU rows gpuplan knows; nothing to "
-                          "import")
+        raise ConfigError(f"{', '.join(display_path(f) for f in args.file)} has no GPU rows "
+                          "gpuplan knows; nothing to import")
     write_or_print(render_overlay(imported, __version__), args.output, args.force)
     if args.output:
         skipped = sum(imported.skipped_unknown.values())

@@ -6,7 +6,9 @@ from ..prices import Imported
 from ._emit import toml_value
 
 _ORDER = ("id", "cloud", "instance_type", "accelerator", "count", "region", "usd_per_hour",
+          "spot_usd_per_hour_min", "spot_usd_per_hour_max", "spot_observations",
           "network_gbit_per_s", "max_instances", "source", "as_of", "notes")
+_OPTIONAL = ("spot_usd_per_hour_min", "spot_usd_per_hour_max", "spot_observations")
 
 
 def _inline(prices: dict[str, float]) -> str:
@@ -25,6 +27,8 @@ def render_overlay(imported: Imported, version: str) -> str:
     for row in imported.offers:
         lines += ["", "[[offer]]"]
         for key in _ORDER:
+            if key in _OPTIONAL and key not in row:
+                continue
             value = row[key]
             text = _inline(value) if key == "usd_per_hour" else toml_value(value)
             lines.append(f"{key} = {text}")

@@ -37,6 +37,23 @@ def plans_table(plans: tuple[PlanRow, ...]) -> str:
                  "rlrlllllrrrrl")
 
 
+def spot_spread_lines(plans: tuple[PlanRow, ...]) -> list[str]:
+    """The spread of the spot prices the table ranked on (rows whose offer records one): the
+    median it ranked on, and the min and max over the observations (`prices import`)."""
+    parts = []
+    for i, p in enumerate(plans, 1):
+        if p.spot_spread_usd_per_gpu_hour is None:
+            continue
+        lo, hi = p.spot_spread_usd_per_gpu_hour
+        parts.append(f"#{i} {usd(p.usd_per_gpu_hour)} (range {usd(lo)}-{usd(hi)} over "
+                     f"{p.spot_observations} observation{'s' if p.spot_observations != 1 else ''}"
+                     ")")
+    if not parts:
+        return []
+    return ["spot prices ranked on, per GPU-hour, the median over zones and dates: "
+            + "; ".join(parts)]
+
+
 def _option(p: PlanRow) -> str:
     """'1024 x b300 (aws ..., spot) in 46.8 days for $2.30M'."""
     return (f"{p.gpus} x {p.gpu} ({p.platform}, {p.pricing}) in {duration(p.time_to_train_days)}"
@@ -269,7 +286,8 @@ def render_text(r: PlanResult, *, timing: bool = True,
     lines += [f"evaluated {r.evaluated:,} candidates ({r.physics_evaluated:,} hardware x "
               f"layout points){took}; {r.feasible:,} feasible", ""]
     if r.plans:
-        lines += [_stack_line(r), plans_table(r.plans), ""] + [f"- {w}" for w in why(r)]
+        lines += [_stack_line(r), plans_table(r.plans), *spot_spread_lines(r.plans), ""]
+        lines += [f"- {w}" for w in why(r)]
         lines += ["", "reproduce the winner: " + reproduce(r, r.plans[0], request)]
     else:
         lines += ["NO FEASIBLE PLAN."] + [f"- {relax(x)}" for x in r.relax]

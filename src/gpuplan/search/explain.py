@@ -65,7 +65,19 @@ def plan_row(rows: Rows, i: int, meta: list[PriceRow], req: Request) -> PlanRow:
         micro_batch_too_small=bool(rows["small_mb"][i]),
         cash_up_front_usd=float(rows["capex_usd"][i]) if plat.acquisition == "own" else 0.0,
         export_cn=acc.export_cn, vendor=acc.vendor, efficiency_is_guess=bool(rows["guess"][i]),
-        stack=STACKS[int(rows["stack"][i])] if "stack" in rows else STACKS[0])
+        stack=STACKS[int(rows["stack"][i])] if "stack" in rows else STACKS[0],
+        **_spot_spread(price))
+
+
+def _spot_spread(price: PriceRow) -> dict[str, Any]:
+    """The spread a spot row was ranked on, per GPU-hour (only offers that record one)."""
+    o = price.platform.offer
+    if price.mode != "spot" or o is None or o.spot_usd_per_hour_min is None:
+        return {}
+    assert o.spot_usd_per_hour_max is not None
+    return {"spot_spread_usd_per_gpu_hour": (o.spot_usd_per_hour_min / o.count,
+                                             o.spot_usd_per_hour_max / o.count),
+            "spot_observations": o.spot_observations}
 
 
 def assumptions(site: Site) -> Assumptions:

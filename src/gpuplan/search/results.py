@@ -156,6 +156,10 @@ class PlanRow:
     vendor: str
     efficiency_is_guess: bool
     stack: str = "megatron"  # a name of spec.STACKS
+    # spot rows of an offer with a recorded spread (`prices import`): the min and max per
+    # GPU-hour over the observations whose median usd_per_gpu_hour is, and their count
+    spot_spread_usd_per_gpu_hour: tuple[float, float] | None = None
+    spot_observations: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
