@@ -202,6 +202,7 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
         padding_efficiency=padding_efficiency), tokens, seq_len)
     acc = cat.accelerator(gpu)
     sft.check_kernels(finetune_of(m), acc)
+    sft.check_precision(finetune_of(m), precision.lower())
     layout, n = _layout(m, gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, vpp=vpp, zero=zero,
                         fsdp=fsdp, micro_batch=micro_batch, global_batch=global_batch,
                         seq_len=seq_len, precision=precision, optimizer=optimizer,
@@ -263,6 +264,7 @@ def _request(cat: Catalog, m: ModelSpec, a: dict[str, Any], flags: dict[str, Any
                       region=a["region"] or "", export_region=a["export_region"] or "",
                       allow_consumer=bool(a["allow_consumer"]))
     filters = sft.plan_filters(finetune_of(m), filters)
+    precisions = sft.plan_precisions(finetune_of(m), precisions, bool(_as_list(a["precision"])))
     budget = a["budget_usd"]
     gb = a["global_batch"] or _default_batch(m, seq, 1)
     return Request(
@@ -334,24 +336,29 @@ def plan(*, model: str | ModelSpec | None = None, tokens: str | float | None = N
     req = _request(cat, m, a, flags, scen)
     result = search(cat, req, progress=progress)
     if finetune_of(m) is not None:
-        result = _plan_finetune(m, req, result, ft_facts)
+        result = _plan_finetune(cat, m, req, result, ft_facts)
     if scen:
         result = dataclasses.replace(result, scenario=(("name", scen["id"]), *scen.items()),
                                      scenario_pick=scn.pick(cat, req, scen))
     return dataclasses.replace(result, elapsed_s=time.perf_counter() - t0)
 
 
-def _plan_finetune(m: ModelSpec, req: Any, result: PlanResult, facts: dict[str, Any]
-                   ) -> PlanResult:
-    """The plan's fine-tuning facts: time per epoch and the memory of its first row."""
+def _plan_finetune(cat: Catalog, m: ModelSpec, req: Any, result: PlanResult,
+                   facts: dict[str, Any]) -> PlanResult:
+    """The plan's fine-tuning facts: time per epoch, the memory of its first row, and the best
+    single-GPU options (a second search held to one GPU, when the first allowed more)."""
     from .search import finetune as sft
+    from .search.plan import search
 
     top = result.plans[0] if result.plans else None
+    single = result.plans if req.max_gpus == 1 else search(
+        cat, dataclasses.replace(req, max_gpus=1)).plans
     facts = {**facts, "tokens": req.tokens}
     return dataclasses.replace(result, finetune=sft.info(
         m, **facts, days=top.time_to_train_days if top else None,
         consumer_allowed=sft.CONSUMER_REASON,
-        memory=sft.row_memory(m, top, req.site) if top else None))
+        memory=sft.row_memory(m, top, req.site) if top else None,
+        single_gpu=tuple(single)))
 
 
 # --- tco -------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from .results import MemoryGiB, PlanRow
 
 # Bases whose dequantization kernels exist only for CUDA (bitsandbytes' NF4 and LLM.int8).
 CUDA_ONLY_QUANTS = ("nf4", "int8")
+QUANT_PRECISIONS = ("bf16", "fp16")
 # Why a fine-tune's plan allows consumer cards by default (a code the report turns into text).
 CONSUMER_REASON = "finetune_fits_one_card"
 
@@ -49,6 +50,7 @@ class FineTuneInfo:
     consumer_allowed: str | None = None  # a reason code when the plan allowed consumer cards
     quant_slowdown: float = 1.0
     memory_gib: MemoryGiB | None = None  # the plan's first row (plan only)
+    single_gpu: tuple[PlanRow, ...] = ()  # plan only: the best option on one GPU, per platform
 
 
 def check_kernels(ft: FineTune | None, acc: Accelerator) -> None:
@@ -57,6 +59,27 @@ def check_kernels(ft: FineTune | None, acc: Accelerator) -> None:
         raise ConfigError(
             f"--quant {ft.quant} (--method {ft.method}) needs bitsandbytes' CUDA kernels; "
             f"{acc.id} runs {acc.software}: use --method lora (a bf16 base) or an NVIDIA GPU")
+
+
+def check_precision(ft: FineTune | None, precision: str) -> None:
+    """An NF4/int8 base is dequantized to 16 bits for every GEMM (bitsandbytes): the training
+    precision must be bf16 or fp16."""
+    if ft is not None and ft.quant in CUDA_ONLY_QUANTS and precision not in QUANT_PRECISIONS:
+        raise ConfigError(f"--quant {ft.quant} (--method {ft.method}) computes in bf16 or fp16 "
+                          f"(bitsandbytes dequantizes the base to 16 bits); drop --precision "
+                          f"{precision}")
+
+
+def plan_precisions(ft: FineTune | None, precisions: tuple[str, ...], given: bool
+                    ) -> tuple[str, ...]:
+    """The precisions a plan searches: a quantized base keeps only bf16/fp16 (the default
+    list loses fp8; a list the user gave must not hold anything else)."""
+    if ft is None or ft.quant not in CUDA_ONLY_QUANTS:
+        return precisions
+    if given:
+        for p in precisions:
+            check_precision(ft, p)
+    return tuple(p for p in precisions if p in QUANT_PRECISIONS) or ("bf16",)
 
 
 def plan_filters(ft: FineTune | None, filters: Any) -> Any:
@@ -77,8 +100,8 @@ def plan_filters(ft: FineTune | None, filters: Any) -> Any:
 def info(model: ModelSpec, *, tokens: float | None = None, samples: int | None = None,
          epochs: float | None = None, packing: bool = True, padding_efficiency: float = 1.0,
          days: float | None = None,
-         consumer_allowed: str | None = None, memory: MemoryGiB | None = None
-         ) -> FineTuneInfo | None:
+         consumer_allowed: str | None = None, memory: MemoryGiB | None = None,
+         single_gpu: tuple[PlanRow, ...] = ()) -> FineTuneInfo | None:
     """`FineTuneInfo` of a fine-tuned model (None for full training)."""
     ft = finetune_of(model)
     if ft is None:
@@ -93,7 +116,7 @@ def info(model: ModelSpec, *, tokens: float | None = None, samples: int | None =
         tokens_per_epoch=tokens / epochs if tokens is not None else None,
         time_per_epoch_days=days / epochs if days is not None else None,
         consumer_allowed=consumer_allowed, quant_slowdown=ftm.quant_slowdown(ft),
-        memory_gib=memory)
+        memory_gib=memory, single_gpu=single_gpu)
 
 
 def row_memory(model: ModelSpec, row: PlanRow, site: Site) -> MemoryGiB:
