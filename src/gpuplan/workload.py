@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
+from dataclasses import field as dc_field
+from dataclasses import fields as dc_fields
 from pathlib import Path
 from typing import Any
 
@@ -294,7 +296,7 @@ class FineTune:
 class TunedModel(ModelSpec):
     """A model with the fine-tuning method it is trained with (`FineTune`)."""
 
-    finetune: FineTune = field(default_factory=FineTune)
+    finetune: FineTune = dc_field(default_factory=FineTune)
 
 
 def finetune_spec(model: ModelSpec, *, method: str = "full", lora_rank: int | None = None,
@@ -340,7 +342,7 @@ def with_finetune(model: ModelSpec, ft: FineTune) -> ModelSpec:
     """`model` carrying `ft` (the model itself for full training)."""
     if not ft.tuned:
         return model
-    values = {f.name: getattr(model, f.name) for f in fields(ModelSpec)}
+    values = {f.name: getattr(model, f.name) for f in dc_fields(ModelSpec)}
     return TunedModel(**values, finetune=ft)
 
 

@@ -370,7 +370,7 @@ def memory_breakdown(
         part = Layout(**{n: (v if v.ndim == 0 else v[lo:lo + CHUNK]) for n, v in flat.items()})
         bd = _block(model, part, **kw)
         for f in fields(bd):
-            arr = getattr(bd, f.name)
+            arr = np.asarray(getattr(bd, f.name))
             if f.name not in out:
                 out[f.name] = np.empty(size, dtype=arr.dtype)
             out[f.name][lo:lo + CHUNK] = arr

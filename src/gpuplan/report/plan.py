@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..search.results import Comparison, Favourite, Note, PlanResult, PlanRow, Relax, SizeResult
-from .command import estimate_command, site_args
 from . import finetune as ftr
+from .command import estimate_command, site_args
 from .fmt import duration, jsonable, num, pct, table, usd
 from .reasons import (
     MICRO_BATCH_TOO_SMALL,
