@@ -240,3 +240,18 @@ def test_vectorized_equals_scalar(llama8b):
         one = memory_breakdown(m, Layout(seq_len=int(s), micro_batch=2), **OVERHEAD)
         assert float(grid.total[i]) == pytest.approx(float(one.total), rel=REL)
         assert float(grid.base_weights[i]) == pytest.approx(float(one.base_weights), rel=REL)
+
+
+def test_web_api_takes_the_same_fields():
+    from gpuplan.web import adapter, openapi
+
+    r = adapter.run("estimate", {"model": "llama3-8b", "gpu": "rtx-4090", "method": "qlora",
+                                 "samples": 1000, "seq_len": 2048, "epochs": 2,
+                                 "no_packing": True, "padding_efficiency": 0.5})
+    assert r["method"] == "qlora" and "adapter_optimizer" in r["memory_gib"]
+    assert r["tokens"] == 1000 * 2048 * 2  # padded: the padding is processed too
+    for path in ("/api/plan", "/api/estimate"):
+        body = openapi.schema()["paths"][path]["post"]["requestBody"]["content"]
+        props = body["application/json"]["schema"]["properties"]
+        assert {"method", "lora_rank", "lora_targets", "quant", "samples", "epochs",
+                "no_packing", "padding_efficiency"} <= set(props)

@@ -8,7 +8,7 @@ from typing import Any
 
 from . import positive_float, positive_int
 
-FLAGS = ("method", "lora_rank", "lora_targets", "quant", "samples", "epochs", "packing",
+FLAGS = ("method", "lora_rank", "lora_targets", "quant", "samples", "epochs",
          "padding_efficiency")
 
 
@@ -24,12 +24,19 @@ def add_finetune_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--quant", help="storage of the frozen base: none, nf4 (qlora's), int8, fp8")
     g.add_argument("--samples", type=positive_int, help="training samples per epoch")
     g.add_argument("--epochs", type=positive_float, help="passes over the samples (default 1)")
-    g.add_argument("--packing", action=argparse.BooleanOptionalAction, default=None,
-                   help="samples packed into full windows (default) or each padded to --seq-len")
+    g.add_argument("--packing", action="store_true",
+                   help="samples packed into full windows (the default)")
+    g.add_argument("--no-packing", action="store_true",
+                   help="each sample padded to --seq-len (the padding is computed too)")
     g.add_argument("--padding-efficiency", type=positive_float, help="average sample tokens / "
                    "--seq-len (default 1.0: the samples fill their window)")
 
 
 def finetune_args(args: argparse.Namespace) -> dict[str, Any]:
     """The fine-tuning flags, named as `gpuplan.api` arguments."""
-    return {k: getattr(args, k, None) for k in FLAGS} | {"method": args.method or "full"}
+    from ..errors import ConfigError
+
+    if args.packing and args.no_packing:
+        raise ConfigError("give either --packing or --no-packing, not both")
+    return {k: getattr(args, k, None) for k in FLAGS} | {
+        "method": args.method or "full", "packing": not args.no_packing}
