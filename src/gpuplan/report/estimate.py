@@ -101,7 +101,8 @@ def _run(r: Estimate) -> list[str]:
 
 
 def render_text(r: Estimate) -> str:
-    lines = _header(r) + ftr.lines(r.finetune) + _memory(r) + _time(r) + _run(r)
+    lines = (_header(r) + ftr.lines(r.finetune) + _memory(r) + ftr.advice(r.finetune, r.fits)
+             + _time(r) + _run(r))
     shown = {"out_of_memory", r.infeasible_reason}  # already said above
     warn = [w for w in r.warnings if w.code not in shown]
     if warn:

@@ -45,7 +45,8 @@ def _tokens_line(info: FineTuneInfo) -> list[str]:
         return []
     how = "packed" if info.packing else (
         f"padded, {info.padding_efficiency:.0%} of the tokens are real")
-    line = (f"data: {info.samples:,} samples x {info.epochs:g} epochs = "
+    epochs = f"{info.epochs:g} epoch" + ("" if info.epochs == 1 else "s")
+    line = (f"data: {info.samples:,} samples x {epochs} = "
             f"{num(info.tokens_per_epoch)} tokens per epoch ({how})")
     if info.time_per_epoch_days is not None:
         line += f"; {duration(info.time_per_epoch_days)} per epoch"
@@ -66,6 +67,20 @@ def lines(info: FineTuneInfo | None) -> list[str]:
                    f"{gib(m.adapter_optimizer or 0, 2)}, activations {gib(m.activations)}, total "
                    f"{gib(m.total)}")
     return out
+
+
+def advice(info: FineTuneInfo | None, fits: bool) -> list[str]:
+    """What a fine-tune can change when it does not fit (beside the generic knobs)."""
+    if info is None or fits:
+        return []
+    knobs = ["--recompute full", "a smaller --seq-len or --micro-batch"]
+    if info.method == "lora" and info.quant == "none":
+        knobs.insert(0, "--method qlora (an NF4 base: about 0.26x the bf16 weights)")
+    if info.lora_rank is not None and info.lora_rank > 16:
+        knobs.append("a smaller --lora-rank")
+    if info.method == "freeze":
+        knobs.insert(0, "--method lora or qlora (no optimizer state for whole layers)")
+    return ["  for a fine-tune, also: " + "; ".join(knobs)]
 
 
 def single_gpu_lines(info: FineTuneInfo | None) -> list[str]:
