@@ -27,7 +27,7 @@ from .errors import ConfigError
 from .search.results import Estimate, PlanResult
 from .spec import ModelSpec
 from .units import parse_count
-from .workload import check_tokens, default_global_batch, default_seq_len
+from .workload import check_tokens, default_global_batch, default_seq_len, finetune_of
 
 if TYPE_CHECKING:
     from .search.ownership import TcoResult
@@ -122,7 +122,7 @@ def _layout(model: ModelSpec, *, gpus: int | None, tp: int, pp: int, cp: int, ep
     layout = Layout(
         tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, zero=3 if fsdp else zero,
         micro_batch=micro_batch, seq_len=seq,
-        global_batch=global_batch or default_global_batch(seq, dp * micro_batch),
+        global_batch=global_batch or _default_batch(model, seq, dp * micro_batch),
         recompute=code(RECOMPUTE, recompute.lower(), "recompute mode"),
         precision=code(PRECISIONS, precision.lower(), "precision"),
         optimizer=code(OPTIMIZERS, optimizer.lower(), "optimizer"),
@@ -130,6 +130,46 @@ def _layout(model: ModelSpec, *, gpus: int | None, tp: int, pp: int, cp: int, ep
         stack=code(STACKS, (stack or "megatron").lower(), "software stack"))
     layout.check(model, gpus)
     return layout, gpus
+
+
+def _default_batch(model: ModelSpec, seq: int, multiple: int) -> int:
+    """~4M tokens per step for training; a fine-tune's 16 sequences (workload), rounded up to
+    a multiple of dp x micro-batch."""
+    from .workload import FINETUNE_GLOBAL_BATCH
+
+    if finetune_of(model) is None:
+        return default_global_batch(seq, multiple)
+    return -(-FINETUNE_GLOBAL_BATCH // multiple) * multiple
+
+
+FINETUNE_ARGS = ("method", "lora_rank", "lora_targets", "quant", "samples", "epochs", "packing",
+                 "padding_efficiency")
+
+
+def _finetuned(m: ModelSpec, ft_args: dict[str, Any], tokens: Any, seq_len: int | None
+               ) -> tuple[ModelSpec, Any, dict[str, Any]]:
+    """The model with its fine-tuning method (`workload.with_finetune`), the tokens (given, or
+    from --samples x --seq-len x --epochs) and the facts `search.finetune.info` reports."""
+    from .workload import finetune_spec, finetune_tokens, with_finetune
+
+    a = {k: ft_args.get(k) for k in FINETUNE_ARGS}
+    ft = finetune_spec(m, method=a["method"] or "full", lora_rank=a["lora_rank"],
+                       lora_targets=a["lora_targets"], quant=a["quant"])
+    m = with_finetune(m, ft)
+    packing = True if a["packing"] is None else bool(a["packing"])
+    eff = 1.0 if a["padding_efficiency"] is None else a["padding_efficiency"]
+    if a["samples"] is None:
+        if a["epochs"] is not None:
+            raise ConfigError("--epochs needs --samples (samples per epoch); or give --tokens")
+        return m, tokens, {"tokens": None}
+    if tokens is not None:
+        raise ConfigError("give either --tokens or --samples (with --seq-len and --epochs), "
+                          "not both")
+    epochs = 1.0 if a["epochs"] is None else a["epochs"]
+    value = finetune_tokens(samples=a["samples"], seq_len=seq_len or default_seq_len(m),
+                            epochs=epochs, packing=packing, padding_efficiency=eff)
+    return m, value, {"tokens": value, "samples": a["samples"], "epochs": epochs,
+                      "packing": packing, "padding_efficiency": eff}
 
 
 def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None = None,
@@ -142,16 +182,27 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
              tokens: str | float | None = None, offer: str | None = None,
              system: str | None = None, usd_per_gpu_hour: float | None = None,
              pricing: str | None = None, catalog: Catalog | str | Sequence[str] | None = None,
+             method: str = "full", lora_rank: int | None = None, lora_targets: str | None = None,
+             quant: str | None = None, samples: int | None = None, epochs: float | None = None,
+             packing: bool | None = None, padding_efficiency: float | None = None,
              **flags: Any) -> Estimate:
     """Memory, time and cost of one configuration (`gpuplan estimate`). `flags`: the explicit
     model flags (layers, hidden, heads, kv_heads, ffn, vocab, mlp, tied_embeddings) and the
-    site flags (utilization, years, electricity, pue, grid_intensity, interruptions, reuse)."""
+    site flags (utilization, years, electricity, pue, grid_intensity, interruptions, reuse).
+    Fine-tuning (#15): `method` full|lora|qlora|freeze, `lora_rank`, `lora_targets`, `quant`,
+    and the tokens as `samples` x `seq_len` x `epochs` (`packing`, `padding_efficiency`)."""
+    from .search import finetune as sft
     from .search import single
 
     _check_flags(flags, [*SITE_FLAGS, *MODEL_FLAGS])
     cat = _catalog(catalog)
-    m = _model(cat, model, flags)
+    m, tokens, ft_facts = _finetuned(_model(cat, model, flags), dict(
+        method=method, lora_rank=lora_rank, lora_targets=lora_targets, quant=quant,
+        samples=samples, epochs=epochs, packing=packing,
+        padding_efficiency=padding_efficiency), tokens, seq_len)
     acc = cat.accelerator(gpu)
+    sft.check_kernels(finetune_of(m), acc)
+    sft.check_precision(finetune_of(m), precision.lower())
     layout, n = _layout(m, gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, vpp=vpp, zero=zero,
                         fsdp=fsdp, micro_batch=micro_batch, global_batch=global_batch,
                         seq_len=seq_len, precision=precision, optimizer=optimizer,
@@ -162,9 +213,12 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
     value = _tokens(tokens)
     if value is not None:
         check_tokens(value, int(layout.global_batch) * int(layout.seq_len), tokens)
-    return single.estimate(cat, m, acc, layout, gpus=n, tokens=value, offer=offer,
-                           system=system, usd_per_gpu_hour=usd_per_gpu_hour, pricing=pricing,
-                           overrides=_site_overrides(flags))
+    e = single.estimate(cat, m, acc, layout, gpus=n, tokens=value, offer=offer,
+                        system=system, usd_per_gpu_hour=usd_per_gpu_hour, pricing=pricing,
+                        overrides=_site_overrides(flags))
+    ft_facts.pop("tokens")
+    return dataclasses.replace(e, finetune=sft.info(m, tokens=value, days=e.time_to_train_days,
+                                                    **ft_facts))
 
 
 def _check_flags(flags: dict[str, Any], known: Sequence[str], extra: Sequence[str] = ()
@@ -194,6 +248,7 @@ SCENARIO_KEYS = ("model", "deadline_days", "budget_usd", "tokens", "vendor", "ac
 
 def _request(cat: Catalog, m: ModelSpec, a: dict[str, Any], flags: dict[str, Any],
              scen: dict[str, Any]) -> Any:
+    from .search import finetune as sft
     from .search.plan import DEFAULT_MAX_GPUS, Request
     from .search.platforms import Filters
 
@@ -208,8 +263,10 @@ def _request(cat: Catalog, m: ModelSpec, a: dict[str, Any], flags: dict[str, Any
                       clouds=tuple(c.lower() for c in _as_list(a["cloud"])),
                       region=a["region"] or "", export_region=a["export_region"] or "",
                       allow_consumer=bool(a["allow_consumer"]))
+    filters = sft.plan_filters(finetune_of(m), filters)
+    precisions = sft.plan_precisions(finetune_of(m), precisions, bool(_as_list(a["precision"])))
     budget = a["budget_usd"]
-    gb = a["global_batch"] or default_global_batch(seq, 1)
+    gb = a["global_batch"] or _default_batch(m, seq, 1)
     return Request(
         model=m, tokens=check_tokens(parse_count(a["tokens"], "--tokens"), gb * seq, a["tokens"]),
         seq_len=seq, global_batch=gb,
@@ -249,7 +306,10 @@ def plan(*, model: str | ModelSpec | None = None, tokens: str | float | None = N
          seq_len: int | None = None, global_batch: int | None = None,
          stack: str | None = None, confidence: float | None = None,
          catalog: Catalog | str | Sequence[str] | None = None,
-         progress: Callable[[int, int], None] | None = None, **flags: Any) -> PlanResult:
+         progress: Callable[[int, int], None] | None = None, method: str = "full",
+         lora_rank: int | None = None, lora_targets: str | None = None, quant: str | None = None,
+         samples: int | None = None, epochs: float | None = None, packing: bool | None = None,
+         padding_efficiency: float | None = None, **flags: Any) -> PlanResult:
     """Search every GPU x count x layout x way to pay (`gpuplan plan`); a scenario preset fills
     what the arguments leave unset. `flags`: explicit model flags and site flags, as for
     `estimate`."""
@@ -268,14 +328,37 @@ def plan(*, model: str | ModelSpec | None = None, tokens: str | float | None = N
                 a[key] = scen[key]
         if not a["gpu"] and scen.get("gpu"):
             a["gpu"] = scen["gpu"]
+    m, a["tokens"], ft_facts = _finetuned(_model(cat, a["model"], flags), a, a["tokens"],
+                                          a["seq_len"])
     if a["tokens"] is None:
-        raise ConfigError("--tokens is required: how many tokens to train on (e.g. 15T, 300B)")
-    req = _request(cat, _model(cat, a["model"], flags), a, flags, scen)
+        raise ConfigError("--tokens is required: how many tokens to train on (e.g. 15T, 300B), "
+                          "or --samples N --seq-len L --epochs E for a fine-tune")
+    req = _request(cat, m, a, flags, scen)
     result = search(cat, req, progress=progress)
+    if finetune_of(m) is not None:
+        result = _plan_finetune(cat, m, req, result, ft_facts)
     if scen:
         result = dataclasses.replace(result, scenario=(("name", scen["id"]), *scen.items()),
                                      scenario_pick=scn.pick(cat, req, scen))
     return dataclasses.replace(result, elapsed_s=time.perf_counter() - t0)
+
+
+def _plan_finetune(cat: Catalog, m: ModelSpec, req: Any, result: PlanResult,
+                   facts: dict[str, Any]) -> PlanResult:
+    """The plan's fine-tuning facts: time per epoch, the memory of its first row, and the best
+    single-GPU options (a second search held to one GPU, when the first allowed more)."""
+    from .search import finetune as sft
+    from .search.plan import search
+
+    top = result.plans[0] if result.plans else None
+    single = result.plans if req.max_gpus == 1 else search(
+        cat, dataclasses.replace(req, max_gpus=1)).plans
+    facts = {**facts, "tokens": req.tokens}
+    return dataclasses.replace(result, finetune=sft.info(
+        m, **facts, days=top.time_to_train_days if top else None,
+        consumer_allowed=sft.CONSUMER_REASON,
+        memory=sft.row_memory(m, top, req.site) if top else None,
+        single_gpu=tuple(single)))
 
 
 # --- tco -------------------------------------------------------------------------------------

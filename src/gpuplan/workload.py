@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
+from dataclasses import field as dc_field
+from dataclasses import fields as dc_fields
 from pathlib import Path
 from typing import Any
 
@@ -247,3 +250,126 @@ def default_global_batch(seq_len: int, multiple: int) -> int:
     """About 4M tokens per step, rounded up to a multiple of dp x micro-batch."""
     seqs = max(1, round(DEFAULT_BATCH_TOKENS / seq_len))
     return max(multiple, -(-seqs // multiple) * multiple)
+
+
+# --- fine-tuning: the method is part of the workload (#15) -------------------------------
+METHODS = ("full", "lora", "qlora", "freeze")
+LORA_TARGETS = ("attn", "mlp", "all")
+QUANTS = ("none", "nf4", "int8", "fp8")
+# LLaMA-Factory's `freeze_trainable_layers` default (src/llamafactory/hparams/finetuning_args.py,
+# FreezeArguments): method `freeze` trains the last 2 transformer layers, the rest (embeddings
+# and LM head included) stays frozen.
+FREEZE_TRAINABLE_LAYERS = 2
+# Sequences per optimizer step when a fine-tune gives none: the QLoRA paper's batch size 16 for
+# its 7B-65B runs (Dettmers et al. 2023, arXiv 2305.14314, appendix B, Table 9).
+FINETUNE_GLOBAL_BATCH = 16
+
+
+@dataclass(frozen=True, kw_only=True)
+class FineTune:
+    """How a model is adapted: the method, the LoRA rank and targets, the frozen base's storage.
+
+    method 'full' is today's pre-training accounting (every weight trained). 'lora' and 'qlora'
+    train rank-r adapters beside frozen weights (Hu et al. 2021, arXiv 2106.09685; Dettmers et
+    al. 2023, arXiv 2305.14314); 'qlora' stores the base in NF4. 'freeze' trains the last
+    `trainable_layers` layers and freezes the rest.
+    """
+
+    method: str = "full"
+    lora_rank: int = 16
+    lora_targets: str = "all"
+    quant: str = "none"
+    trainable_layers: int = FREEZE_TRAINABLE_LAYERS
+    paged: bool = False  # bitsandbytes paged optimizer (QLoRA's default)
+
+    @property
+    def adapters(self) -> bool:
+        return self.method in ("lora", "qlora")
+
+    @property
+    def tuned(self) -> bool:
+        """Anything other than full training."""
+        return self.method != "full"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TunedModel(ModelSpec):
+    """A model with the fine-tuning method it is trained with (`FineTune`)."""
+
+    finetune: FineTune = dc_field(default_factory=FineTune)
+
+
+def finetune_spec(model: ModelSpec, *, method: str = "full", lora_rank: int | None = None,
+                  lora_targets: str | None = None, quant: str | None = None,
+                  vendor: str = "") -> FineTune:
+    """The checked `FineTune` for `model` (one clear line for each wrong input)."""
+    method = (method or "full").lower()
+    if method not in METHODS:
+        raise ConfigError(f"unknown --method {quote(method)}; choose one of: {', '.join(METHODS)}")
+    targets = (lora_targets or "all").lower()
+    if targets not in LORA_TARGETS:
+        raise ConfigError(f"unknown --lora-targets {quote(targets)}; choose one of: "
+                          f"{', '.join(LORA_TARGETS)} (attn = q, k, v, o projections; mlp = the "
+                          "MLP matrices)")
+    rank = 16 if lora_rank is None else lora_rank
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
+        raise ConfigError(f"--lora-rank must be a whole number >= 1, got {rank!r}")
+    if rank > model.hidden:
+        raise ConfigError(f"--lora-rank {rank} is larger than the model's hidden size "
+                          f"{model.hidden}; a LoRA rank is a few to a few hundred (16 is usual)")
+    q = (quant or ("nf4" if method == "qlora" else "none")).lower()
+    if q not in QUANTS:
+        raise ConfigError(f"unknown --quant {quote(q)}; choose one of: {', '.join(QUANTS)}")
+    if method == "qlora" and q != "nf4":
+        raise ConfigError(f"--method qlora stores the base in NF4; drop --quant {q} or use "
+                          f"--method lora --quant {q}")
+    if q != "none" and method in ("full", "freeze"):
+        raise ConfigError(f"--quant {q} quantizes a frozen base; it needs --method lora or qlora "
+                          f"(--method {method} trains the quantized weights)")
+    if lora_rank is not None and method not in ("lora", "qlora"):
+        raise ConfigError(f"--lora-rank applies to --method lora or qlora, not {method}")
+    if method in ("lora", "qlora") and targets in ("mlp", "all") and model.ffn <= 0:
+        raise ConfigError(f"model {model.id} has no MLP to put LoRA adapters on; "
+                          "use --lora-targets attn")
+    if method == "freeze" and model.layers < FREEZE_TRAINABLE_LAYERS:
+        raise ConfigError(f"--method freeze trains the last {FREEZE_TRAINABLE_LAYERS} layers; "
+                          f"model {model.id} has {model.layers}")
+    return FineTune(method=method, lora_rank=rank, lora_targets=targets, quant=q,
+                    paged=method == "qlora")
+
+
+def with_finetune(model: ModelSpec, ft: FineTune) -> ModelSpec:
+    """`model` carrying `ft` (the model itself for full training)."""
+    if not ft.tuned:
+        return model
+    values = {f.name: getattr(model, f.name) for f in dc_fields(ModelSpec)}
+    return TunedModel(**values, finetune=ft)
+
+
+def finetune_of(model: ModelSpec) -> FineTune | None:
+    """The fine-tuning method `model` carries, or None for full training."""
+    ft = getattr(model, "finetune", None)
+    return ft if ft is not None and ft.tuned else None
+
+
+def finetune_tokens(*, samples: int, seq_len: int, epochs: float = 1.0, packing: bool = True,
+                    padding_efficiency: float = 1.0) -> float:
+    """Tokens the GPUs process: `samples` samples of on average `padding_efficiency` x
+    `seq_len` tokens, `epochs` times.
+
+    Packed (samples concatenated into full windows, as torchtune's and TRL's `packing` do):
+    samples * seq_len * efficiency * epochs, no padding processed. Padded (each sample alone in
+    a window of seq_len): samples * seq_len * epochs; the GPUs process the padding too, so only
+    `padding_efficiency` of that work is useful. The default efficiency 1.0 takes the samples to
+    fill their window (then packing changes nothing).
+    """
+    for name, v in (("--samples", samples), ("--seq-len", seq_len)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ConfigError(f"{name} must be a whole number >= 1, got {v!r}")
+    if not (isinstance(epochs, (int, float)) and math.isfinite(epochs) and epochs > 0):
+        raise ConfigError(f"--epochs must be a number > 0, got {epochs!r}")
+    eff = padding_efficiency
+    if not (isinstance(eff, (int, float)) and 0 < eff <= 1):
+        raise ConfigError(f"--padding-efficiency must be in (0, 1] (average sample tokens / "
+                          f"--seq-len), got {eff!r}")
+    return float(samples) * seq_len * float(epochs) * (float(eff) if packing else 1.0)

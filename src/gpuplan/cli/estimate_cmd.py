@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from . import common_options, nonneg_float, positive_int
+from .finetune_flags import add_finetune_options, finetune_args
 from .options import (
     add_batch_options,
     add_model_options,
@@ -71,6 +72,7 @@ def register(sub: Any) -> None:
     c.add_argument("--usd-per-gpu-hour", type=nonneg_float, help="price per GPU-hour")
     c.add_argument("--pricing", help="on-demand, spot, reserved-1y, reserved-3y, savings-plan "
                    "(-1y/-3y), capacity-block or own")
+    add_finetune_options(p)
     add_site_options(p)
     add_report_options(p.add_argument_group("report"), "estimate")
     common_options(p)
@@ -89,7 +91,7 @@ def estimate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         dropout=args.dropout, stack=args.stack, tokens=args.tokens, offer=args.offer,
         system=args.system,
         usd_per_gpu_hour=args.usd_per_gpu_hour, pricing=args.pricing, catalog=args.catalog,
-        **model_args(args), **site_args(args))
+        **model_args(args), **site_args(args), **finetune_args(args))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from . import common_options, positive_int
+from .finetune_flags import add_finetune_options, finetune_args
 from .options import (
     add_batch_options,
     add_model_options,
@@ -75,6 +76,7 @@ def register(sub: Any) -> None:
                    "deepspeed (default: each GPU family's best-supported stack)")
     f.add_argument("--confidence", type=float, help="rank on this quantile of time and cost "
                    "against the deadline and budget, e.g. 0.9 for the P90 (default: the median)")
+    add_finetune_options(p)
     add_site_options(p)
     x = p.add_argument_group("launch config and report")
     x.add_argument("--export", metavar="TARGET", help="print the launch config of a plan instead "
@@ -119,7 +121,7 @@ def plan_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         cloud=args.cloud, region=args.region, export_region=args.export_region,
         allow_consumer=args.allow_consumer, precision=args.precision, stack=args.stack,
         confidence=args.confidence, catalog=args.catalog,
-        **model_args(args), **site_args(args))
+        **model_args(args), **site_args(args), **finetune_args(args))
 
 
 def request_of(args: argparse.Namespace) -> dict[str, Any]:

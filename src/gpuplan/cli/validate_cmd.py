@@ -14,6 +14,7 @@ EPILOG = """examples:
   gpuplan validate --cross-validate # each source predicted by a fit that never saw it
   gpuplan validate --calibrate      # refit the efficiency constants (prints, writes nothing)
   gpuplan validate --calibrate --json
+  gpuplan validate --finetune       # LoRA/QLoRA memory and MLPerf LoRA time, per run
 
 Every error figure says whether it is in-sample (fit runs, predicted by the constants fitted
 on them), out-of-sample (hold-out runs; every run under --cross-validate) or mixed.
@@ -39,6 +40,9 @@ def register(sub: Any) -> None:
     p.add_argument("--calibrate", action="store_true",
                    help="refit the per-family efficiency constants on the fit runs and print "
                    "them beside the catalog's values")
+    p.add_argument("--finetune", action="store_true",
+                   help="predict the published fine-tuning runs (data/finetune_runs.csv: "
+                   "LoRA/QLoRA memory, MLPerf Llama 2 70B LoRA time) and print each error")
     common_options(p)
     p.set_defaults(func=run)
 
@@ -62,6 +66,13 @@ def run(args: argparse.Namespace) -> int:
     from ..validation import calibrate, cross_validate, validate_runs
 
     cat = load_catalog(args.catalog)
+    if args.finetune:
+        from ..report import validation_finetune as rvf
+        from ..validation_finetune import validate_finetune
+
+        results_ft = validate_finetune(cat)
+        print(dumps(rvf.to_json(results_ft)) if args.json else rvf.render_text(results_ft))
+        return 0
     if args.calibrate:
         data = rv.calibration_to_json(calibrate(cat), efficiency_rows(cat))
         print(dumps(data) if args.json else rv.render_calibration(data))

@@ -67,6 +67,8 @@ from typing import Any
 import numpy as np
 
 from ..spec import ADAFACTOR, ADAMW, FP32, R_NONE, SGD, Layout, ModelSpec
+from ..workload import finetune_of
+from . import finetune
 from .shapes import (
     StageParams,
     act_element_bytes,
@@ -303,6 +305,12 @@ class MemoryBreakdown:
     total: Any
     zero3_saving: Any  # not a part: weights ZeRO-3 saves against ZeRO-2 on this GPU
     stage: Any  # 0 = first pipeline stage is the most loaded, 1 = last
+    # Fine-tuning (estimators/finetune.py), not parts: weights = base_weights + adapter_weights,
+    # adapter_optimizer is within optimizer; tuned is True when the model is fine-tuned.
+    base_weights: Any = 0.0
+    adapter_weights: Any = 0.0
+    adapter_optimizer: Any = 0.0
+    tuned: Any = False
 
     def summary(self, unit: float = 1.0) -> dict[str, Any]:
         """JSON keys weights, gradients, optimizer, activations, other, total (parts sum to total).
@@ -314,11 +322,15 @@ class MemoryBreakdown:
         parts = {"weights": self.weights, "gradients": self.gradients,
                  "optimizer": self.optimizer, "activations": self.activations,
                  "other": other, "total": self.total}
+        if np.any(np.asarray(self.tuned)):
+            parts.update(base_weights=self.base_weights, adapter_weights=self.adapter_weights,
+                         adapter_optimizer=self.adapter_optimizer)
         return {k: _plain(np.asarray(v) / unit) for k, v in parts.items()}
 
     def parts(self) -> dict[str, Any]:
         """All on-GPU parts (every field that sums to total)."""
-        skip = {"offloaded", "total", "zero3_saving", "stage"}
+        skip = {"offloaded", "total", "zero3_saving", "stage", "base_weights", "adapter_weights",
+                "adapter_optimizer", "tuned"}
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
 
 
@@ -358,7 +370,7 @@ def memory_breakdown(
         part = Layout(**{n: (v if v.ndim == 0 else v[lo:lo + CHUNK]) for n, v in flat.items()})
         bd = _block(model, part, **kw)
         for f in fields(bd):
-            arr = getattr(bd, f.name)
+            arr = np.asarray(getattr(bd, f.name))
             if f.name not in out:
                 out[f.name] = np.empty(size, dtype=arr.dtype)
             out[f.name][lo:lo + CHUNK] = arr
@@ -429,12 +441,16 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
                                              adafactor_state_per_param(model))
     m = np.asarray(L.microbatches, dtype=float)
     acts = _per_layer(model, L)
+    ft = finetune_of(model)
     out = []
     for P, is_first in zip(stages(model, L.tp, L.pp, L.ep), (True, False), strict=True):
         d = _state(P, L, wb, gb, ob, m)
         stored = P.dense_layers * acts.dense_stored + P.moe_layers * acts.moe_stored
         transient = np.maximum(np.where(P.dense_layers > 0, acts.dense_transient, 0.0),
                                np.where(P.moe_layers > 0, acts.moe_transient, 0.0))
+        if ft is not None:  # fine-tuning: frozen base, adapters (estimators/finetune.py)
+            d, stored, transient = finetune.stage_parts(model, ft, P, L, (wb, gb, ob), stored,
+                                                        transient, is_first)
         if is_first:  # 1F1B: the first stage holds several micro-batches (one if pp == 1)
             held = inflight_microbatches(L.pp, L.vpp, m)
             d["activations"] = held * (stored + acts.emb_mask) + transient

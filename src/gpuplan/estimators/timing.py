@@ -27,7 +27,8 @@ import numpy as np
 from ..rules import LayoutArrays
 from ..spec import BF16, FP8, PRECISIONS, R_FULL, Hardware, Layout, ModelSpec
 from ..units import DAY, HOUR
-from . import comm
+from ..workload import finetune_of
+from . import comm, finetune
 from .compute import (
     FWD_BWD,
     MOE_LOAD_IMBALANCE,
@@ -245,10 +246,29 @@ def _data_parallel_comm(c: _Ctx, params: Any, compute_s: Any) -> dict[str, tuple
             "dp_gather": (gathers, comm.ZERO3_OVERLAP * compute_s)}
 
 
+def _finetuned(model: ModelSpec, ft: Any, c: _Ctx, parts: dict[str, Any]) -> dict[str, Any]:
+    """Compute parts of a fine-tune (estimators/finetune.py): FLOPs without the frozen weights'
+    gradients (x the quantized base's slowdown), the optimizer step and the gradient sync over
+    the trainable parameters only; MFU/HFU count the fine-tune's FLOPs."""
+    fl = parts["fl"]
+    model_r, hw_r = finetune.flops_ratios(model, ft, model_flops=fl.model, attention=fl.attention,
+                                          lm_head=fl.lm_head,
+                                          recompute_extra=fl.recompute_extra(c.rc))
+    share = finetune.trainable_params(model, ft) / model.total_params()
+    out = dict(parts, model_ratio=model_r, hw_ratio=hw_r)
+    out["compute_s"] = parts["compute_s"] * hw_r * finetune.quant_slowdown(ft)
+    out["optimizer_s"] = parts["optimizer_s"] * share
+    out["params"] = parts["params"] * share
+    return out
+
+
 def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency) -> TimingBreakdown:
     """Time of one optimizer step of `model` under `layout` on `hw` (all arrays broadcast)."""
     c = _context(layout, hw)
     cp_ = _compute_parts(model, c, hw, eff, layout.optimizer)
+    ft = finetune_of(model)
+    if ft is not None:
+        cp_ = _finetuned(model, ft, c, cp_)
     compute_s, memory_s, overhead_s = cp_["compute_s"], cp_["memory_s"], cp_["overhead_s"]
     comms = {**_model_parallel_comm(model, c, compute_s, eff.tp_overlap),
              **_data_parallel_comm(c, cp_["params"], compute_s)}
@@ -272,8 +292,8 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency) -
         compute_s=compute_s, memory_s=memory_s, overhead_s=overhead_s,
         optimizer_s=cp_["optimizer_s"], dp_comm_s=dp_s, bubble_s=bubble_s, **mp,
         step_s=step, tokens_per_s=tokens_per_s,
-        mfu=np.where(ok, fl.model * per_peak, 0.0),
-        hfu=np.where(ok, fl.hardware(c.rc) * per_peak, 0.0),
+        mfu=np.where(ok, fl.model * cp_.get("model_ratio", 1.0) * per_peak, 0.0),
+        hfu=np.where(ok, fl.hardware(c.rc) * cp_.get("hw_ratio", 1.0) * per_peak, 0.0),
         bottleneck=np.argmax(np.stack(np.nan_to_num(parts, nan=0.0)), axis=0),
         matmul_efficiency=cp_["eff_mm"], efficiency_guess=np.asarray(eff.guess),
     )

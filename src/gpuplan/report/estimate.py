@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..search.results import Estimate, FitOption
+from . import finetune as ftr
 from .fmt import duration, gib, jsonable, num, pct, table, usd
 from .reasons import MICRO_BATCH_TOO_SMALL, infeasible, warning_message
 
@@ -100,7 +101,8 @@ def _run(r: Estimate) -> list[str]:
 
 
 def render_text(r: Estimate) -> str:
-    lines = _header(r) + _memory(r) + _time(r) + _run(r)
+    lines = (_header(r) + ftr.lines(r.finetune) + _memory(r) + ftr.advice(r.finetune, r.fits)
+             + _time(r) + _run(r))
     shown = {"out_of_memory", r.infeasible_reason}  # already said above
     warn = [w for w in r.warnings if w.code not in shown]
     if warn:
@@ -121,4 +123,6 @@ def to_json(r: Estimate) -> dict[str, Any]:
         infeasible_reason=infeasible(r.infeasible_reason),
         infeasible_code=r.infeasible_reason,
         warnings=[{"code": w.code, "message": warning_message(w)} for w in r.warnings])
+    out.pop("finetune", None)
+    out.update(memory_gib=ftr.memory_json(out["memory_gib"]), **ftr.to_json(r.finetune))
     return out

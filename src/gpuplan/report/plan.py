@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..search.results import Comparison, Favourite, Note, PlanResult, PlanRow, Relax, SizeResult
+from . import finetune as ftr
 from .command import estimate_command, site_args
 from .fmt import duration, jsonable, num, pct, table, usd
 from .reasons import (
@@ -258,7 +259,7 @@ def reproduce(r: PlanResult, row: PlanRow, request: Mapping[str, Any] | None = N
     req = request or {}
     return estimate_command({**jsonable(row), "model": r.model, "tokens": r.tokens}, model=req,
                             site=site_args(jsonable(r.assumptions), row.pricing),
-                            catalog=req.get("catalog") or ())
+                            catalog=req.get("catalog") or ()) + ftr.flags(r.finetune)
 
 
 def _stack_line(r: PlanResult) -> str:
@@ -284,14 +285,14 @@ def render_text(r: PlanResult, *, timing: bool = True,
                  + (f"; {', '.join(cons)}" if cons else ""))
     took = f" in {r.elapsed_s or 0:.2f} s" if timing else ""
     lines += [f"evaluated {r.evaluated:,} candidates ({r.physics_evaluated:,} hardware x "
-              f"layout points){took}; {r.feasible:,} feasible", ""]
+              f"layout points){took}; {r.feasible:,} feasible", *ftr.lines(r.finetune), ""]
     if r.plans:
         lines += [_stack_line(r), plans_table(r.plans), *spot_spread_lines(r.plans), ""]
         lines += [f"- {w}" for w in why(r)]
         lines += ["", "reproduce the winner: " + reproduce(r, r.plans[0], request)]
     else:
         lines += ["NO FEASIBLE PLAN."] + [f"- {relax(x)}" for x in r.relax]
-    lines += _pick_lines(r)
+    lines += _pick_lines(r) + ftr.single_gpu_lines(r.finetune)
     if r.favourite:
         lines += ["", "the GPUs you asked for:"] + [f"- {favourite(f)}" for f in r.favourite]
     lines += _outlook_lines(r) + _front_lines(r) + _tail_lines(r)
@@ -329,6 +330,10 @@ def to_json(r: PlanResult, *, request: Mapping[str, Any] | None = None) -> dict[
         scenario_pick=_pick_json(r))
     if r.scenario is None:
         del out["scenario"], out["scenario_pick"]
+    out.pop("finetune", None)
+    out.update(ftr.to_json(r.finetune))
+    if r.finetune is not None and r.finetune.memory_gib is not None:
+        out["memory_gib"] = jsonable(r.finetune.memory_gib)
     return out
 
 

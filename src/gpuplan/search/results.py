@@ -68,6 +68,10 @@ class MemoryGiB:
     activations: float
     other: float
     total: float
+    # fine-tuning only (None otherwise): weights = base_weights + adapter_weights (#15)
+    base_weights: float | None = None
+    adapter_weights: float | None = None
+    adapter_optimizer: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +114,7 @@ class Estimate:
     pricing: str | None = None
     usd_per_gpu_hour: float | None = None
     cost_usd: float | None = None
+    finetune: Any = None  # search.finetune.FineTuneInfo when the method is not 'full'
 
 
 # --- plan ----------------------------------------------------------------------------------
@@ -296,3 +301,4 @@ class PlanResult:
     scenario_pick: Any = None  # search.scenario.Pick: the article's own pick
     stack: str | None = None  # the --stack asked for (None: each family's best-supported)
     confidence: float | None = None  # the quantile plans were ranked on (None: the median)
+    finetune: Any = None  # search.finetune.FineTuneInfo when the method is not 'full'

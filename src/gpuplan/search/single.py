@@ -26,6 +26,9 @@ from .platforms import (
 )
 from .results import Estimate, EstimateWarning, LayoutInfo, MemoryGiB
 
+# MemoryBreakdown fields that only fine-tuning fills (shown in memory_gib, #15)
+TUNED_FIELDS = ("base_weights", "adapter_weights", "adapter_optimizer", "tuned")
+
 
 def first(x: Any) -> float:
     """The single value of a grid of one, as a Python float."""
@@ -139,7 +142,7 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
         layout=_layout_info(layout),
         memory_gib=MemoryGiB(**{k: first(v) / GiB for k, v in mem.summary().items()}),
         memory_detail_gib=tuple((k, first(getattr(mem, k)) / GiB) for k in
-                                mem.__dataclass_fields__),
+                                mem.__dataclass_fields__ if k not in TUNED_FIELDS),
         gpu_memory_gib=cap / GiB, headroom_gib=first(ph.headroom_bytes) / GiB, fits=fits,
         suggestions=() if fits else fit_options(
             model, layout, cap, gpus, runtime_overhead_bytes=site.runtime_overhead_bytes,
