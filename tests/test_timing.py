@@ -225,3 +225,73 @@ def test_moe_all_to_all_splits_between_nvlink_and_the_fabric():
     assert float(t.ep_comm_s[1]) == pytest.approx(
         float(comm.ep_comm_s(dispatch, 8, 48, 2, 450e9, 2e-6)), rel=1e-9)
     assert float(t.ep_comm_s[1]) < float(t.ep_comm_s[0])
+
+
+# --- issue #12 terms in the composed step ------------------------------------------------------
+
+FREE_UP = replace(HW, scale_up_bytes_per_s=1e30, scale_up_latency_s=0.0)
+
+
+def test_dp_reduction_hides_only_behind_the_last_backward_less_its_last_bucket():
+    """ZeRO-0, dp 16 over two nodes: exposed DP = reduction - min(0.8 x (2/3) x compute / m,
+    reduction x (b-1)/b), with the all-reduce and buckets written out independently."""
+    lay = Layout(dp=16, global_batch=16 * 4, micro_batch=1, seq_len=2048)
+    t = step_time(GPT7B, lay, FREE_UP, EFF)
+    params = GPT7B.total_params()
+    b = max(np.ceil(params / 40e6), 1)
+    bw, a = 50e9 * comm.NET_EFFICIENCY, 4e-6
+    # hierarchical: inside the node free; across, ring all-reduce of 1/8 of the bytes over 2
+    total = 2 * (2 - 1) / 2 * params * 2.0 / 8 / bw + b * 2 * (2 - 1) * a
+    hidden = min(0.8 * (2 / 3) * float(t.compute_s) / 4, total * (b - 1) / b)
+    assert float(t.dp_comm_s) == pytest.approx(total - hidden, rel=1e-9)
+
+
+def test_one_bucket_leaves_the_whole_reduction_exposed():
+    tiny = ModelSpec(id="t", name="t", layers=2, hidden=256, heads=4, kv_heads=4, ffn=1024,
+                     vocab=1000)
+    lay = Layout(dp=16, global_batch=64, micro_batch=1, seq_len=512)
+    t = step_time(tiny, lay, FREE_UP, EFF)
+    params = tiny.total_params()
+    bw, a = 50e9 * comm.NET_EFFICIENCY, 4e-6
+    total = params * 2.0 / 8 / bw + 2 * a  # 2-node ring all-reduce of the 1/8 shard
+    assert float(t.dp_comm_s) == pytest.approx(total, rel=1e-9)
+
+
+def test_step_sync_latency_is_in_the_optimizer_part():
+    """optimizer_s = AdamW bytes at HBM speed + 2 scalar tree all-reduces over all GPUs:
+    2 x 2 log2(64) x 4 us (the job spans 8 nodes, so the network's latency)."""
+    lay = Layout(dp=64, global_batch=64, micro_batch=1, seq_len=2048)
+    t = step_time(GPT7B, lay, HW, EFF)
+    one = step_time(GPT7B, Layout(dp=1, global_batch=1, micro_batch=1, seq_len=2048), HW, EFF)
+    adam_1 = GPT7B.total_params() * 30.0 / (3.35e12 * 0.7)
+    assert float(one.optimizer_s) == pytest.approx(adam_1, rel=1e-9)  # one GPU: no sync
+    adam_64 = adam_1 / 64  # ZeRO-0 does not shard: same bytes
+    assert float(t.optimizer_s) == pytest.approx(adam_1 + 2 * 2 * 6 * 4e-6, rel=1e-9)
+    assert adam_64 < adam_1
+
+
+def test_tp_across_nodes_is_not_hidden():
+    lay = Layout(tp=16, global_batch=8, seq_len=4096)
+    model = replace(GPT7B, heads=32, kv_heads=32)
+    across = step_time(model, lay, HW, EFF)
+    no_overlap = step_time(model, lay, HW, replace(EFF, tp_overlap=0.0))
+    assert float(across.tp_comm_s) == pytest.approx(float(no_overlap.tp_comm_s), rel=1e-12)
+
+
+def test_dualpipe_bubble_and_all_to_all_overlap():
+    """DualPipe: bubble (pp/2 - 1)(2/3)/m x busy; the MoE all-to-all hides behind compute."""
+    from gpuplan.spec import S_DUALPIPE
+    fast = replace(HW, scale_up_bytes_per_s=1e30, scale_out_bytes_per_s=1e30,
+                   scale_up_latency_s=0.0, scale_out_latency_s=0.0)
+    t = step_time(GPT7B, Layout(pp=8, global_batch=32, micro_batch=1, schedule=S_DUALPIPE),
+                  fast, EFF)
+    busy = float(t.compute_s + t.memory_s + t.overhead_s)
+    assert float(t.bubble_s) == pytest.approx((8 / 2 - 1) * (2 / 3) / 32 * busy, rel=1e-9)
+    moe = ModelSpec(id="q", name="q", layers=48, hidden=2048, heads=32, kv_heads=4, ffn=6144,
+                    vocab=151936, mlp="swiglu", head_dim=128, experts=128,
+                    experts_per_token=8, moe_ffn=768)
+    lay = dict(dp=8, ep=8, micro_batch=1, global_batch=32, seq_len=4096)  # EP inside NVLink
+    plain = step_time(moe, Layout(**lay), HW, EFF)
+    dual = step_time(moe, Layout(**lay, schedule=S_DUALPIPE), HW, EFF)
+    assert 0.0 < float(plain.ep_comm_s) < float(plain.compute_s)
+    assert float(dual.ep_comm_s) == pytest.approx(0.0, abs=1e-12)
