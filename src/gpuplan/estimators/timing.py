@@ -66,7 +66,7 @@ class TimingBreakdown:
 
     compute_s: Any  # GEMMs and attention at achievable efficiency
     memory_s: Any  # memory-bound elementwise kernels (norms, activations, residuals, logits)
-    overhead_s: Any  # fixed per-layer, per-micro-batch time (launches, tails, syncs)
+    overhead_s: Any  # fixed per-layer, per-micro-batch time (launches, tails) + per-step syncs
     optimizer_s: Any
     tp_comm_s: Any  # exposed
     pp_comm_s: Any
@@ -191,7 +191,6 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
     opt_bytes = np.choose(np.asarray(optimizer), OPTIMIZER_STEP_BYTES)
     optimizer_s = memory_bound_time(_optimizer_params(c, placed) * opt_bytes,
                                     hw.memory_bandwidth_bytes_per_s, eff.memory_fraction)
-    optimizer_s = optimizer_s + _step_sync_s(c)
     return dict(compute_s=compute_s, memory_s=memory_s, overhead_s=overhead_s,
                 optimizer_s=optimizer_s, params=params, fl=fl, eff_mm=eff_mm)
 
@@ -298,7 +297,9 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency) -
     dp_s = exposed["dp_reduce"] + exposed["dp_param_gather"] + exposed["dp_gather"]
     busy = compute_s + memory_s + overhead_s + mp["tp_comm_s"] + mp["cp_comm_s"] + mp["ep_comm_s"]
     bubble_s = _bubble_fraction(c) * busy
-    step = busy + cp_["optimizer_s"] + mp["pp_comm_s"] + dp_s + bubble_s
+    sync_s = _step_sync_s(c)  # once per step: outside the pipeline's busy time
+    overhead_s = overhead_s + sync_s
+    step = busy + sync_s + cp_["optimizer_s"] + mp["pp_comm_s"] + dp_s + bubble_s
     ok = np.isfinite(step) & (step > 0)
     step = np.where(ok, step, np.inf)
     tokens_per_s = np.where(ok, c.gb * c.seq / step, 0.0)
