@@ -33,8 +33,9 @@ from gpuplan.search.hardware import efficiency_for, hardware_for
 from gpuplan.spec import Layout
 
 HERE = Path(__file__).resolve().parent
-LAYOUT = dict(tp=8, pp=4, dp=8, micro_batch=1, global_batch=512, seq_len=8192)
-MODEL, GPU = "llama3-70b", "h100-sxm"
+LAYOUT = dict(tp=8, pp=4, dp=8, micro_batch=1, global_batch=512, seq_len=2048)
+# GPT-3 175B: llm-analysis 0.2.2 refuses an MLP width that is not a multiple of hidden (Llama's)
+MODEL, GPU = "gpt3-175b", "h100-sxm"
 
 LA_RUNNER = r"""
 import json, sys, time, logging
@@ -70,15 +71,15 @@ def la_python(given: str | None) -> Path | None:
 
 def llm_analysis_us(py: Path, model, n: int) -> float | str:
     cfg = {"name": "gpuplan-bench", "num_layers": model.layers, "n_head": model.heads,
-           "hidden_dim": model.hidden, "vocab_size": model.vocab, "max_seq_len": 8192,
+           "hidden_dim": model.hidden, "vocab_size": model.vocab, "max_seq_len": LAYOUT["seq_len"],
            "num_key_value_heads": model.kv_heads, "ffn_embed_dim": model.ffn}
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "model.json"
         path.write_text(json.dumps(cfg))
         job = dict(model_name=str(path), gpu_name="h100-sxm-80gb", total_num_gpus=256,
                    tp_size=8, pp_size=4, global_batch_size=512, batch_size_per_gpu=1,
-                   seq_len=8192, activation_recomputation=0, ds_zero=0,
-                   mlp_gated_linear_units=True, num_gpus_per_node=8)
+                   seq_len=LAYOUT["seq_len"], activation_recomputation=0, ds_zero=0,
+                   mlp_gated_linear_units=model.mlp == "swiglu", num_gpus_per_node=8)
         spec = Path(d) / "job.json"
         spec.write_text(json.dumps(job))
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -104,13 +105,12 @@ def main() -> int:
             ("timing_one.step_time_one (scalar fast path)",
              per_call_us(lambda: step_time_one(model, lay, hw, eff), args.n)),
             ("gpuplan.estimate() (memory, time, cost)",
-             per_call_us(lambda: gpuplan.estimate(gpu=GPU, model=MODEL, catalog=cat, **{
-                 "tp": 8, "pp": 4, "dp": 8, "micro_batch": 1, "global_batch": 512,
-                 "seq_len": 8192}), max(args.n // 20, 20)))]
+             per_call_us(lambda: gpuplan.estimate(gpu=GPU, model=MODEL, catalog=cat, **LAYOUT),
+                         max(args.n // 20, 20)))]
     py = la_python(args.la_python)
     la = llm_analysis_us(py, model, max(args.n // 4, 100)) if py else "not installed"
     rows.append(("llm-analysis 0.2.2 train()", la))
-    print(f"{MODEL} on 256 x {GPU}, tp8 pp4 dp8, micro-batch 1, global batch 512, seq 8192")
+    print(f"{MODEL} on 256 x {GPU}, " + ", ".join(f"{k} {v}" for k, v in LAYOUT.items()))
     for name, us in rows:
         print(f"  {name:45s} {us:9.1f} us per call" if isinstance(us, float)
               else f"  {name:45s} {us}")
