@@ -14,7 +14,11 @@ attention core in 16 bits at attention_ratio x that efficiency; memory_s include
 token routing traffic (compute.moe_routing_elems_per_token). Communication hides behind
 compute by named overlap fractions (estimators/comm.py) that share one budget, the GEMM time.
 bubble_s = (pp - 1) / (microbatches * vpp) x the pipeline's busy time, the interleaved 1F1B
-bubble of Narayanan et al. 2021 (arXiv 2104.04473, section 2.2.2).
+bubble of Narayanan et al. 2021 (arXiv 2104.04473, section 2.2.2), or DualPipe's
+(`_bubble_fraction`, Layout.schedule). The scale-out link runs at comm.NET_EFFICIENCY of the
+NIC; the DP reduction (in buckets) hides only behind the last micro-batch's backward
+(`_data_parallel_comm`); overhead_s adds the per-step scalar syncs (`_step_sync_s`).
+`timing_one.step_time_one` evaluates the same model for one configuration in Python floats.
 """
 
 from __future__ import annotations
