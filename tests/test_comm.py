@@ -139,3 +139,39 @@ def test_two_level_all_to_all_is_bounded_and_monotone_in_bandwidth(n, k, nbytes,
     for faster in (comm.hierarchical_all_to_all_s(nbytes, n, k, fast * f, 1e-6, slow, 2e-6),
                    comm.hierarchical_all_to_all_s(nbytes, n, k, fast, 1e-6, slow * f, 2e-6)):
         assert float(faster) <= t * (1 + 1e-12)
+
+
+# --- issue #12 terms, each against its formula written out ------------------------------------
+
+
+def test_tree_allreduce_latency_by_hand():
+    """2 log2(n) alpha: 1,024 ranks at 4 us = 2 x 10 x 4 us = 80 us; one rank costs nothing."""
+    assert float(comm.tree_allreduce_latency_s(1024, 4e-6)) == pytest.approx(80e-6, rel=1e-12)
+    assert float(comm.tree_allreduce_latency_s(1, 4e-6)) == 0.0
+
+
+def test_dp_buckets_by_hand():
+    """Megatron Core: bucket = max(40M, 1M x dp) parameters; ceil; at least one."""
+    assert float(comm.dp_buckets(1e9, 8)) == 25.0  # 1e9 / 40e6
+    assert float(comm.dp_buckets(1e9, 100)) == 10.0  # bucket 100M
+    assert float(comm.dp_buckets(41e6, 8)) == 2.0
+    assert float(comm.dp_buckets(1e3, 8)) == 1.0
+
+
+def test_buckets_repeat_only_the_latency_terms():
+    """b buckets of a ZeRO-0 all-reduce over a flat ring of n (no hierarchy: n_inner 1):
+    2(n-1)/n x bytes / bw + b x 2(n-1) alpha."""
+    params, n, bw, a, b = 1e9, 16, 50e9, 5e-6, 25.0
+    reduce, gather = comm.dp_sync_parts_s(params, n, 0, 1, 450e9, 2e-6, bw, a, b)
+    by_hand = 2 * (n - 1) / n * params * 2.0 / bw + b * 2 * (n - 1) * a
+    assert float(reduce) == pytest.approx(by_hand, rel=1e-12)
+    assert float(gather) == 0.0
+    # ZeRO-1: reduce-scatter of the gradients + all-gather of the 16-bit weights, each half
+    rs, ag = comm.dp_sync_parts_s(params, n, 1, 1, 450e9, 2e-6, bw, a, b)
+    half = (n - 1) / n * params * 2.0 / bw + b * (n - 1) * a
+    assert float(rs) == pytest.approx(half, rel=1e-12)
+    assert float(ag) == pytest.approx(half, rel=1e-12)
+    assert float(comm.dp_grad_sync_s(params, n, 1, 1, 450e9, 2e-6, bw, a, b)) == \
+        pytest.approx(2 * half, rel=1e-12)
+    # ZeRO-3 gathers every micro-batch instead (zero3_gather_s), not once per step
+    assert float(comm.dp_sync_parts_s(params, n, 3, 1, 450e9, 2e-6, bw, a, b)[1]) == 0.0

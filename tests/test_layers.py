@@ -21,7 +21,7 @@ LAYERS = {
     "cli": 6, "web": 6, "__main__": 6,
 }
 ESTIMATORS = {"memory": "memory", "cost": "cost", "compute": "time", "comm": "time",
-              "timing": "time"}
+              "timing": "time", "timing_one": "time"}
 
 
 def _layer(module: str) -> int:

@@ -25,6 +25,10 @@ PEAK_KEYS = ("fp32", "tf32", "fp16", "bf16", "fp8", "fp4")
 RECOMPUTE = ("none", "selective", "full")
 R_NONE, R_SELECTIVE, R_FULL = range(3)
 OPTIMIZERS = ("adamw", "sgd", "adafactor")
+# Pipeline schedules: 1F1B (interleaved when vpp > 1; Narayanan et al. 2021) and DeepSeek-V3's
+# DualPipe (arXiv 2412.19437 section 3.2.1).
+SCHEDULES = ("1f1b", "dualpipe")
+S_1F1B, S_DUALPIPE = range(2)
 ADAMW, SGD, ADAFACTOR = range(3)
 PRICING = ("on-demand", "spot", "reserved-1y", "reserved-3y", "savings-plan-1y", "savings-plan-3y")
 VENDORS = ("nvidia", "amd", "intel", "huawei")
@@ -335,6 +339,7 @@ class Layout:
     offload: Any = False  # optimizer state offloaded to CPU (ZeRO-Offload)
     dropout: Any = False
     stack: Any = 0  # code into STACKS (0 = megatron)
+    schedule: Any = S_1F1B  # code into SCHEDULES
 
     @property
     def gpus(self) -> Any:

@@ -9,6 +9,13 @@ Collective Communication Operations in MPICH" (IJHPCA 19(1)), and Patarasuk & Yu
     reduce-scatter/all-gather   (n-1)/n * bytes / bw +   (n-1) * alpha
     all-to-all (pairwise)       (n-1)/n * bytes / bw +   (n-1) * alpha
     point-to-point                        bytes / bw +           alpha
+    small all-reduce (tree)       2 log2(n) * alpha  (NCCL's tree for latency-bound messages)
+
+Bus bandwidth (NCCL tests, doc/PERFORMANCE.md): nccl-tests report algbw = bytes / time and
+busbw = algbw x 2(n-1)/n for all-reduce, x (n-1)/n for reduce-scatter / all-gather, so that
+busbw is comparable to the link's bandwidth whatever n. The ring costs above are exactly
+bytes / time at busbw = bw; NET_EFFICIENCY is the busbw a large collective reaches on the
+scale-out network, as a share of the NIC's line rate.
 
 `bytes` is the full buffer one rank holds before an all-reduce / after an all-gather.
 Placement follows Megatron-LM's rank order (tp fastest, then cp, then dp, pp slowest;
@@ -43,6 +50,31 @@ EP_OVERLAP = 0.0
 # arguments.py); with plain 1F1B (vpp = 1) they are exposed.
 PP_OVERLAP_INTERLEAVED = 1.0
 PP_OVERLAP_1F1B = 0.0
+
+
+# Scale-out network efficiency at scale: the bus bandwidth (NCCL convention above) a large
+# multi-node collective reaches, as a share of the per-GPU NIC line rate. nccl-tests over
+# 400 Gb/s NDR InfiniBand (50 GB/s per GPU) reach about 40-45 GB/s busbw for >= 1 GB messages
+# (NVIDIA's cluster-validation guides; DeepEP, github.com/deepseek-ai/DeepEP README, measures
+# 40-47 GB/s RDMA on H800 with CX7 400 Gb/s); 0.85 is our stated judgement, not fitted.
+NET_EFFICIENCY = 0.85
+# Gradient buckets: Megatron Core's DistributedDataParallel reduces gradients in buckets of
+# max(40M, 1M x dp) parameters (megatron/core/distributed/distributed_data_parallel.py,
+# bucket_size); PyTorch DDP's bucket_cap_mb is 25. Each bucket is its own collective (one
+# latency term each), and the last bucket's reduction cannot start before the backward ends,
+# so at least one bucket's time is exposed.
+DP_BUCKET_PARAMS = 40e6
+DP_BUCKET_PARAMS_PER_RANK = 1e6
+# Collectives of one scalar per step over every rank: the gradient-norm all-reduce for
+# clipping and the loss / found-inf reduction (Megatron-LM's optimizer step), latency-bound.
+STEP_SYNC_COLLECTIVES = 2.0
+# Megatron's TP communication overlap (Transformer Engine userbuffers, --tp-comm-overlap) runs
+# only inside one NVLink domain; TP groups that cross the network are not overlapped.
+TP_CROSS_NODE_OVERLAP = 0.0
+# DualPipe (DeepSeek-V3, arXiv 2412.19437 section 3.2.1) overlaps each micro-batch's
+# all-to-all and PP communication with the computation of the other direction: "both
+# all-to-all and PP communication can be fully hidden during execution".
+EP_OVERLAP_DUALPIPE = 1.0
 
 
 # --- collective primitives -------------------------------------------------------------------
@@ -95,6 +127,19 @@ def hierarchical_all_to_all_s(nbytes: Any, n: Any, n_inner: Any, bw_inner: Any,
     inner = _transfer_s((k - 1.0) / n, nbytes, bw_inner)
     outer = _transfer_s((n - k) / n, nbytes, bw_outer)
     return np.maximum(inner, outer) + (k - 1.0) * alpha_inner + (n - k) * alpha_outer
+
+
+def tree_allreduce_latency_s(n: Any, alpha: Any) -> Any:
+    """Latency of an all-reduce of a few bytes over n ranks on NCCL's tree (up the tree and
+    down again): 2 log2(n) alpha (0 for n = 1). The gradient-norm and loss reductions."""
+    return 2.0 * np.log2(np.maximum(np.asarray(n, dtype=float), 1.0)) * np.asarray(alpha)
+
+
+def dp_buckets(params: Any, dp: Any) -> Any:
+    """Gradient buckets per step: ceil(params / bucket), bucket = max(40M, 1M x dp) parameters
+    (Megatron Core DDP); at least 1."""
+    bucket = np.maximum(DP_BUCKET_PARAMS, DP_BUCKET_PARAMS_PER_RANK * np.asarray(dp, dtype=float))
+    return np.maximum(np.ceil(np.asarray(params, dtype=float) / bucket), 1.0)
 
 
 def p2p_s(nbytes: Any, bw: Any, alpha: Any) -> Any:
@@ -221,18 +266,30 @@ GRAD_REDUCE_BYTES = 2.0
 PARAM_GATHER_BYTES = 2.0
 
 
-def dp_grad_sync_s(params: Any, dp: Any, zero: Any, n_inner: Any, bw_inner: Any, a_inner: Any,
-                   bw_outer: Any, a_outer: Any) -> Any:
-    """Once per step: ZeRO-0 all-reduces the gradients; ZeRO-1/2/3 reduce-scatter them and
-    (1/2) all-gather the updated 16-bit parameters (Rajbhandari et al. 2020, arXiv 1910.02054,
-    section 7: same volume as one all-reduce)."""
+def dp_sync_parts_s(params: Any, dp: Any, zero: Any, n_inner: Any, bw_inner: Any,
+                    a_inner: Any, bw_outer: Any, a_outer: Any, buckets: Any = 1.0
+                    ) -> tuple[Any, Any]:
+    """Once per step, (gradient reduction, parameter all-gather) seconds: ZeRO-0 all-reduces
+    the gradients; ZeRO-1/2/3 reduce-scatter them and (1/2) all-gather the updated 16-bit
+    parameters (Rajbhandari et al. 2020, arXiv 1910.02054, section 7: same volume as one
+    all-reduce). In `buckets` buckets, each its own collective: the bandwidth term is the
+    same, the latency terms count once per bucket (b x f(bytes / b) for an alpha-beta f)."""
     z = np.asarray(zero)
-    grads = np.asarray(params) * GRAD_REDUCE_BYTES
-    weights = np.asarray(params) * PARAM_GATHER_BYTES
-    ar = hierarchical_allreduce_s(grads, dp, n_inner, bw_inner, a_inner, bw_outer, a_outer)
-    rs = hierarchical_rs_s(grads, dp, n_inner, bw_inner, a_inner, bw_outer, a_outer)
-    ag = hierarchical_rs_s(weights, dp, n_inner, bw_inner, a_inner, bw_outer, a_outer)
-    return np.where(z == 0, ar, np.where(z >= 3, rs, rs + ag))
+    b = np.asarray(buckets, dtype=float)
+    grads = np.asarray(params) * GRAD_REDUCE_BYTES / b
+    weights = np.asarray(params) * PARAM_GATHER_BYTES / b
+    ar = b * hierarchical_allreduce_s(grads, dp, n_inner, bw_inner, a_inner, bw_outer, a_outer)
+    rs = b * hierarchical_rs_s(grads, dp, n_inner, bw_inner, a_inner, bw_outer, a_outer)
+    ag = b * hierarchical_rs_s(weights, dp, n_inner, bw_inner, a_inner, bw_outer, a_outer)
+    return np.where(z == 0, ar, rs), np.where((z == 1) | (z == 2), ag, 0.0)
+
+
+def dp_grad_sync_s(params: Any, dp: Any, zero: Any, n_inner: Any, bw_inner: Any, a_inner: Any,
+                   bw_outer: Any, a_outer: Any, buckets: Any = 1.0) -> Any:
+    """The whole per-step DP synchronization: both parts of `dp_sync_parts_s`."""
+    reduce, gather = dp_sync_parts_s(params, dp, zero, n_inner, bw_inner, a_inner, bw_outer,
+                                     a_outer, buckets)
+    return reduce + gather
 
 
 def zero3_gather_s(params: Any, dp: Any, zero: Any, microbatches: Any, n_inner: Any,

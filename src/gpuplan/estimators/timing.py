@@ -14,7 +14,11 @@ attention core in 16 bits at attention_ratio x that efficiency; memory_s include
 token routing traffic (compute.moe_routing_elems_per_token). Communication hides behind
 compute by named overlap fractions (estimators/comm.py) that share one budget, the GEMM time.
 bubble_s = (pp - 1) / (microbatches * vpp) x the pipeline's busy time, the interleaved 1F1B
-bubble of Narayanan et al. 2021 (arXiv 2104.04473, section 2.2.2).
+bubble of Narayanan et al. 2021 (arXiv 2104.04473, section 2.2.2), or DualPipe's
+(`_bubble_fraction`, Layout.schedule). The scale-out link runs at comm.NET_EFFICIENCY of the
+NIC; the DP reduction (in buckets) hides only behind the last micro-batch's backward
+(`_data_parallel_comm`); overhead_s adds the per-step scalar syncs (`_step_sync_s`).
+`timing_one.step_time_one` evaluates the same model for one configuration in Python floats.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..rules import LayoutArrays
-from ..spec import BF16, FP8, PRECISIONS, R_FULL, Hardware, Layout, ModelSpec
+from ..spec import BF16, FP8, PRECISIONS, R_FULL, S_DUALPIPE, Hardware, Layout, ModelSpec
 from ..units import DAY, HOUR
 from ..workload import finetune_of
 from . import comm, finetune
@@ -67,7 +71,7 @@ class TimingBreakdown:
 
     compute_s: Any  # GEMMs and attention at achievable efficiency
     memory_s: Any  # memory-bound elementwise kernels (norms, activations, residuals, logits)
-    overhead_s: Any  # fixed per-layer, per-micro-batch time (launches, tails, syncs)
+    overhead_s: Any  # fixed per-layer, per-micro-batch time (launches, tails) + per-step syncs
     optimizer_s: Any
     tp_comm_s: Any  # exposed
     pp_comm_s: Any
@@ -131,8 +135,9 @@ class _Ctx(LayoutArrays):
     domain: Any
     up: Any
     a_up: Any
-    out: Any
+    out: Any  # scale-out bandwidth per GPU x comm.NET_EFFICIENCY
     a_out: Any
+    schedule: Any  # code into spec.SCHEDULES
 
     @property
     def full(self) -> Any:
@@ -151,7 +156,9 @@ def _context(layout: Layout, hw: Hardware) -> _Ctx:
                 act_bytes=act_element_bytes(prec),  # FP8 recipes keep 16-bit activations
                 peak=peak_at(hw, prec), peak16=_peak16(hw, prec), domain=f(hw.scale_up_domain),
                 up=f(hw.scale_up_bytes_per_s), a_up=f(hw.scale_up_latency_s),
-                out=f(hw.scale_out_bytes_per_s), a_out=f(hw.scale_out_latency_s))
+                out=f(hw.scale_out_bytes_per_s) * comm.NET_EFFICIENCY,
+                a_out=f(hw.scale_out_latency_s),
+                schedule=np.asarray(getattr(layout, "schedule", 0)))
 
 
 def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
@@ -193,6 +200,15 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
                 optimizer_s=optimizer_s, params=params, fl=fl, eff_mm=eff_mm)
 
 
+def _step_sync_s(c: _Ctx) -> Any:
+    """Fixed per-step synchronization: comm.STEP_SYNC_COLLECTIVES scalar all-reduces over every
+    GPU (gradient norm, loss), latency-bound on NCCL's tree: 2 log2(gpus) alpha of the link
+    the whole job spans."""
+    gpus = c.tp * c.pp * c.dp * c.cp
+    _, alpha = c.link(gpus)
+    return comm.STEP_SYNC_COLLECTIVES * comm.tree_allreduce_latency_s(gpus, alpha)
+
+
 def _optimizer_params(c: _Ctx, placed: tuple[StageParams, StageParams]) -> Any:
     """Parameters whose optimizer step one GPU runs: its stage's, sharded as ZeRO-1+ shards the
     optimizer state (the same count as the memory model's optimizer bytes); the busier of the
@@ -210,6 +226,8 @@ def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any, tp_overlap: 
                                         precision=c.prec)
     bw, a = c.link(c.tp)
     tp = comm.tp_comm_s(act_layer, c.tp, comm.tp_layer_collectives(c.full), lps, c.m, bw, a)
+    # TP overlap (userbuffers) only inside the scale-up domain; across it, none hidden.
+    tp_overlap = np.where(c.tp <= c.domain, tp_overlap, comm.TP_CROSS_NODE_OVERLAP)
 
     bw, a = c.link(c.tp * c.cp)
     kv = tokens_per_rank(c.seq, c.mb, c.cp) * 2.0 * kv_width_per_rank(model, c.tp) * c.act_bytes
@@ -227,22 +245,34 @@ def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any, tp_overlap: 
 
     bw, a = c.link(c.tp * c.cp * c.dp * c.pp)  # scale-out once the job leaves one domain
     pp = comm.pp_comm_s(act_layer / c.tp, c.pp, c.vpp, c.m, bw, a)  # scatter-gather (Megatron)
-    pp_overlap = np.where(c.vpp > 1, comm.PP_OVERLAP_INTERLEAVED, comm.PP_OVERLAP_1F1B)
-    return {"tp_comm_s": (tp, np.asarray(tp_overlap) * compute_s),
+    dual = c.schedule == S_DUALPIPE
+    pp_overlap = np.where((c.vpp > 1) | dual, comm.PP_OVERLAP_INTERLEAVED, comm.PP_OVERLAP_1F1B)
+    ep_overlap = np.where(dual, comm.EP_OVERLAP_DUALPIPE, comm.EP_OVERLAP)
+    return {"tp_comm_s": (tp, tp_overlap * compute_s),
             "cp_comm_s": (cp, comm.CP_OVERLAP * compute_s * fl.attention / fl.model),
-            "ep_comm_s": (ep, comm.EP_OVERLAP * compute_s),
+            "ep_comm_s": (ep, ep_overlap * compute_s),
             "pp_comm_s": (pp, pp_overlap * compute_s)}
 
 
 def _data_parallel_comm(c: _Ctx, params: Any, compute_s: Any) -> dict[str, tuple[Any, Any]]:
-    """DP time, hierarchical over the dp group (stride tp*cp). The gradient sync hides behind
-    the last micro-batch (backward, + the next forward for ZeRO's parameter gather); ZeRO-3
-    gathers hide behind all compute."""
+    """DP time, hierarchical over the dp group (stride tp*cp), in gradient buckets
+    (`comm.dp_buckets`). With gradient accumulation the reduction runs once per step, so it
+    can hide only behind the backward (2/3 of the compute) of the LAST micro-batch; ZeRO-1/2's
+    parameter all-gather behind the forward (1/3) of the next step's first micro-batch
+    (Megatron's overlap_param_gather); the last bucket of each is exposed (a reduction starts
+    when its bucket's gradients are complete; a forward needs its first bucket gathered).
+    ZeRO-3 gathers (every micro-batch) hide behind all compute."""
     n_in = comm.ranks_inside(c.tp * c.cp, c.dp, c.domain)
-    sync = comm.dp_grad_sync_s(params, c.dp, c.zero, n_in, c.up, c.a_up, c.out, c.a_out)
+    buckets = comm.dp_buckets(params, c.dp)
+    reduce, gather = comm.dp_sync_parts_s(params, c.dp, c.zero, n_in, c.up, c.a_up, c.out,
+                                          c.a_out, buckets)
     gathers = comm.zero3_gather_s(params, c.dp, c.zero, c.m, n_in, c.up, c.a_up, c.out, c.a_out)
-    window = compute_s / c.m * np.where(c.zero >= 1, 1.0, 2.0 / 3.0)
-    return {"dp_sync": (sync, comm.DP_OVERLAP * window),
+    per_mb = compute_s / c.m
+    tail = (buckets - 1.0) / buckets  # share of a reduction that can overlap at all
+    return {"dp_reduce": (reduce, np.minimum(comm.DP_OVERLAP * per_mb * 2.0 / 3.0,
+                                             reduce * tail)),
+            "dp_param_gather": (gather, np.minimum(comm.DP_OVERLAP * per_mb / 3.0,
+                                                   gather * tail)),
             "dp_gather": (gathers, comm.ZERO3_OVERLAP * compute_s)}
 
 
@@ -262,6 +292,18 @@ def _finetuned(model: ModelSpec, ft: Any, c: _Ctx, parts: dict[str, Any]) -> dic
     return out
 
 
+def _bubble_fraction(c: _Ctx) -> Any:
+    """Pipeline bubble as a share of the busy time. Interleaved 1F1B: (pp-1)/(m vpp)
+    (Narayanan et al. 2021, section 2.2.2). DualPipe (DeepSeek-V3 report, table 2): a bubble of
+    (pp/2 - 1)(F&B + B - 3W) per step against 1F1B's (pp-1)(F+B), with F a forward chunk,
+    B a full backward (2F) and W its weight-gradient half (F); F&B taken as F + B (no credit
+    for the overlap inside the pair, an upper bound) gives (pp/2 - 1) 2F, i.e.
+    (pp/2 - 1) (2/3) / m of the busy time (m micro-batches of F + B each)."""
+    one_f_one_b = (c.pp - 1.0) / (c.m * c.vpp)
+    dual = np.maximum(c.pp / 2.0 - 1.0, 0.0) * (2.0 / 3.0) / c.m
+    return np.where(c.schedule == S_DUALPIPE, dual, one_f_one_b)
+
+
 def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency) -> TimingBreakdown:
     """Time of one optimizer step of `model` under `layout` on `hw` (all arrays broadcast)."""
     c = _context(layout, hw)
@@ -276,10 +318,12 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency) -
                                                   [h for _, h in comms.values()], compute_s),
                        strict=True))
     mp = {k: exposed[k] for k in ("tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s")}
-    dp_s = exposed["dp_sync"] + exposed["dp_gather"]
+    dp_s = exposed["dp_reduce"] + exposed["dp_param_gather"] + exposed["dp_gather"]
     busy = compute_s + memory_s + overhead_s + mp["tp_comm_s"] + mp["cp_comm_s"] + mp["ep_comm_s"]
-    bubble_s = (c.pp - 1.0) / (c.m * c.vpp) * busy  # interleaved 1F1B (Narayanan et al. 2021)
-    step = busy + cp_["optimizer_s"] + mp["pp_comm_s"] + dp_s + bubble_s
+    bubble_s = _bubble_fraction(c) * busy
+    sync_s = _step_sync_s(c)  # once per step: outside the pipeline's busy time
+    overhead_s = overhead_s + sync_s
+    step = busy + sync_s + cp_["optimizer_s"] + mp["pp_comm_s"] + dp_s + bubble_s
     ok = np.isfinite(step) & (step > 0)
     step = np.where(ok, step, np.inf)
     tokens_per_s = np.where(ok, c.gb * c.seq / step, 0.0)
