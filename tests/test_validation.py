@@ -87,9 +87,6 @@ def test_dense_hold_out_runs_worst_error_is_bounded(results):
     assert summary(dense)["worst_abs_error_pct"] < 30.0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not met, out of sample: 10.6% over the 65 release-table Llama runs (all hold-out); "
-    "their GB300 runs are predicted ~19% too slow (GB300 inherits GB200's constants)"))
 def test_release_table_dense_runs_median(results):
     """Megatron-Bridge's per-release tables, dense Llama runs (all hold-out): median |error|
     <= 10%, the issue's median target on this subset too."""
