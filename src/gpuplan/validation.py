@@ -34,6 +34,7 @@ from .search.hardware import (
     family_constants,
     hardware_for,
     pair_is_guess,
+    stack_group,
     stack_row,
     with_stack,
 )
@@ -86,16 +87,6 @@ class RunSpec:
     gpu: str
     stack: str = "megatron"  # the run's software stack (column `stack`)
     group: str = "megatron"  # its calibration group (`stack_group`)
-
-
-def stack_group(cat: Catalog, stack: str) -> str:
-    """The calibration group of a stack: the root of its `inherits` chain in [stack.NAME]
-    (nemo -> megatron: NeMo 2 / Megatron-Bridge run Megatron-Core)."""
-    table = cat.tables()["stack"]
-    seen = [stack]
-    while table.get(seen[-1], {}).get("inherits") and len(seen) <= len(table):
-        seen.append(str(table[seen[-1]]["inherits"]))
-    return seen[-1]
 
 
 def load_runs() -> list[dict[str, str]]:

@@ -39,6 +39,9 @@ def register(sub: Any) -> None:
     p.add_argument("--calibrate", action="store_true",
                    help="refit the per-family efficiency constants on the fit runs and print "
                    "them beside the catalog's values")
+    p.add_argument("--residuals", action="store_true",
+                   help="with --calibrate: print data/residuals.toml (the prediction-interval "
+                   "quantiles from leave-one-source-out residuals)")
     common_options(p)
     p.set_defaults(func=run)
 
@@ -54,6 +57,10 @@ def _filter(results: list[Any], family: str | None) -> list[Any]:
     return [r for r in results if r.family == family.lower()]
 
 
+# the as_of date written into data/residuals.toml (the data's date, not today's: reproducible)
+RESIDUALS_AS_OF = "2026-11-30"
+
+
 def run(args: argparse.Namespace) -> int:
     from ..catalog import load_catalog
     from ..report import validation as rv
@@ -62,6 +69,12 @@ def run(args: argparse.Namespace) -> int:
     from ..validation import calibrate, cross_validate, validate_runs
 
     cat = load_catalog(args.catalog)
+    if args.calibrate and args.residuals:
+        from ..calibrate.groups import residual_table
+
+        print(rv.residuals_toml(residual_table(cat, cross_validate(cat)), RESIDUALS_AS_OF),
+              end="")
+        return 0
     if args.calibrate:
         data = rv.calibration_to_json(calibrate(cat), efficiency_rows(cat))
         print(dumps(data) if args.json else rv.render_calibration(data))

@@ -108,3 +108,25 @@ def render_calibration(data: dict[str, Any]) -> str:
         rows.append((family, "rms log error (in-sample)", num(f["rms_log_error"]),
                      f"({f['runs']} fit runs)"))
     return table(rows, ("family", "constant", "fitted", "catalog"), align="llrr")
+
+
+RESIDUALS_HEADER = """\
+# Prediction-interval residuals (gpuplan.search.intervals). GENERATED, do not edit: regenerate
+# with `gpuplan validate --calibrate --residuals > src/gpuplan/data/residuals.toml`.
+# Each row: quantiles of actual / predicted time over the known runs of one (family, stack
+# calibration group) of data/published_runs.csv, each run predicted by constants fitted
+# without its source (leave-one-source-out); 'pooled' covers every run. Method and coverage:
+# docs/calibration.md, "Prediction intervals".
+"""
+
+
+def residuals_toml(table: dict[str, dict[str, Any]], as_of: str) -> str:
+    """data/residuals.toml from `calibrate.groups.residual_table`."""
+    out = [RESIDUALS_HEADER]
+    for key, r in table.items():
+        out += [f"[residuals.{key}]", f'family = "{r["family"]}"', f'stack = "{r["stack"]}"',
+                f"runs = {r['runs']}", f"p10 = {r['p10']:.3f}", f"p50 = {r['p50']:.3f}",
+                f"p90 = {r['p90']:.3f}",
+                'source = "gpuplan validate --calibrate --residuals (leave-one-source-out '
+                'residuals of data/published_runs.csv)"', f'as_of = "{as_of}"', ""]
+    return "\n".join(out)

@@ -25,7 +25,8 @@ from ..spec import PRECISIONS, STACKS, Accelerator, Hardware, Offer, System
 from .platforms import DEFAULT_LATENCY_S, Platform, default_system, platform_of
 
 __all__ = ["Platform", "best_stack", "check_precision", "default_system", "efficiency_for",
-           "efficiency_rows", "hardware_for", "hardware_table", "peak_row"]
+           "efficiency_rows", "family_constants", "hardware_for", "hardware_table",
+           "pair_is_guess", "peak_row", "stack_group", "stack_row", "with_stack"]
 
 
 def _accelerator(cat: Catalog, accelerator: Accelerator | str) -> Accelerator:
@@ -149,6 +150,16 @@ def stack_row(cat: Catalog, stack: str | None) -> dict[str, Any]:
         raise ConfigError(f"the catalog has no [stack.{name}] row (data/efficiency.toml); "
                           f"choose one of: {', '.join(sorted(table))}")
     return table[name]
+
+
+def stack_group(cat: Catalog, stack: str | None) -> str:
+    """The calibration group of a stack: the root of its `inherits` chain in [stack.NAME]
+    (nemo -> megatron: NeMo 2 / Megatron-Bridge run Megatron-Core)."""
+    table = cat.tables()["stack"]
+    seen = [stack or STACKS[0]]
+    while table.get(seen[-1], {}).get("inherits") and len(seen) <= len(table):
+        seen.append(str(table[seen[-1]]["inherits"]))
+    return seen[-1]
 
 
 def best_stack(cat: Catalog, family: str) -> str:

@@ -110,6 +110,17 @@ class Estimate:
     pricing: str | None = None
     usd_per_gpu_hour: float | None = None
     cost_usd: float | None = None
+    # P10-P90 ranges (search.intervals): the figure x actual/predicted time of its group
+    interval_group: str = ""  # the residual group: 'FAMILY/STACK', 'pooled', ...
+    step_time_s_p10: float | None = None
+    step_time_s_p90: float | None = None
+    time_to_train_days_p10: float | None = None
+    time_to_train_days_p90: float | None = None
+    gpu_hours_p10: float | None = None
+    gpu_hours_p90: float | None = None
+    cost_usd_p10: float | None = None
+    cost_usd_p90: float | None = None
+    power_limit_watts: float | None = None  # the --power-limit-watts the GPUs ran at
 
 
 # --- plan ----------------------------------------------------------------------------------
@@ -156,6 +167,13 @@ class PlanRow:
     vendor: str
     efficiency_is_guess: bool
     stack: str = "megatron"  # a name of spec.STACKS
+    # P10-P90 ranges (search.intervals)
+    step_time_s_p10: float | None = None
+    step_time_s_p90: float | None = None
+    time_to_train_days_p10: float | None = None
+    time_to_train_days_p90: float | None = None
+    cost_usd_p10: float | None = None
+    cost_usd_p90: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
