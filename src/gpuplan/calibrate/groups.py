@@ -144,3 +144,15 @@ def fp8_pairs(rows: list[dict[str, str]], results: list[RunResult]) -> list[dict
             out.append({"bf16": b["id"], "fp8": f["id"], "published_gain": pub,
                         "predicted_gain": pred, "error_pct": (pred - pub) / pub * 100.0})
     return out
+
+
+def group_report(cat: Catalog, results: list[RunResult], rows: list[dict[str, str]],
+                 cross_validated: bool) -> dict[str, Any]:
+    """What `validate` adds by group: |error| by family, stack, precision, MoE/dense and
+    scale; under cross-validation the P10-P90 coverage (overall and per group); the FP8/BF16
+    gain on paired runs; the runs flagged anomalous with their written reason."""
+    cov = coverage(cat, results) if cross_validated else None
+    inside = cov.pop("inside") if cov else None
+    return {"groups": by_group(results, inside), "interval_coverage": cov,
+            "fp8_pairs": fp8_pairs(rows, results),
+            "anomalous": [{"id": r.id, "reason": r.anomaly} for r in results if r.anomaly]}

@@ -79,7 +79,12 @@ def run(args: argparse.Namespace) -> int:
         data = rv.calibration_to_json(calibrate(cat), efficiency_rows(cat))
         print(dumps(data) if args.json else rv.render_calibration(data))
         return 0
+    from ..calibrate.groups import group_report
+    from ..validation import load_runs
+
     results = cross_validate(cat) if args.cross_validate else validate_runs(cat)
-    data = rv.to_json(_filter(results, args.family), cross_validated=args.cross_validate)
+    chosen = _filter(results, args.family)
+    data = rv.to_json(chosen, cross_validated=args.cross_validate)
+    data.update(group_report(cat, chosen, load_runs(), args.cross_validate))
     print(dumps(data) if args.json else rv.render_text(data))
     return 0

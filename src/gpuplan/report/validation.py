@@ -78,7 +78,41 @@ def render_text(data: dict[str, Any]) -> str:
     if data["excluded"]:
         out.append(f"excluded (configuration unknown, see notes in published_runs.csv): "
                    f"{', '.join(data['excluded'])}")
+    if "groups" in data:
+        out += _group_lines(data)
     return "\n".join(out)
+
+
+GROUP_TITLES = {"family": "family", "stack": "stack", "precision": "precision",
+                "moe": "MoE/dense", "scale": "scale (GPUs)"}
+
+
+def _group_lines(data: dict[str, Any]) -> list[str]:
+    cov = data.get("interval_coverage")
+    out = ["", "by group, known runs (" + SAMPLE_WORDS[data["sample"]] + "); coverage = share "
+           "inside the P10-P90 range, quantiles from the other sources' residuals"
+           + ("" if cov else " (run with --cross-validate)")]
+    rows = [(GROUP_TITLES[g], k, str(s["n"]), pct(s["median_abs_error_pct"]),
+             pct(s["worst_abs_error_pct"]),
+             "-" if s["coverage"] is None else pct(s["coverage"] * 100))
+            for g, by in data["groups"].items() for k, s in by.items()]
+    out.append(table(rows, ("by", "group", "runs", "median", "worst", "coverage"),
+                     align="llrrrr"))
+    if cov:
+        out.append(f"P10-P90 coverage, leave-one-source-out: {pct(cov['coverage'] * 100)} of "
+                   f"{cov['n']} runs (target 70-90%)")
+    pairs = data.get("fp8_pairs") or []
+    if pairs:
+        out += ["", "FP8/BF16 gain on paired runs (same source, hardware, model, layout)"]
+        out.append(table([(p["bf16"], p["fp8"], f"{p['published_gain']:.3f}",
+                           f"{p['predicted_gain']:.3f}", f"{p['error_pct']:+.1f}%")
+                          for p in pairs],
+                         ("bf16 run", "fp8 run", "published", "predicted", "error"),
+                         align="llrrr"))
+    anomalous = data.get("anomalous") or []
+    out.append("anomalous runs (column `anomaly`, a written source-based reason): "
+               + ("; ".join(f"{a['id']}: {a['reason']}" for a in anomalous) or "none"))
+    return out
 
 
 CONSTANTS = ("matmul_max", "half_dim", "layer_overhead_s", "attention_ratio", "fp8_ratio")
