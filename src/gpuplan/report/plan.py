@@ -86,8 +86,8 @@ def note(n: Note) -> str:
                 f"{n.value:g} times per instance-hour (catalog default, a lower bound for GPU "
                 f"instances; --interruptions changes it)")
     if n.code == "efficiency_guess":
-        return (f"caution: no published run calibrates {n.gpu}'s efficiency; its speed rests "
-                f"on a stated guess (docs/calibration.md)")
+        return (f"caution: no published run calibrates {n.gpu} under the stack shown; its speed "
+                f"rests on a stated guess with a wider range (docs/calibration.md)")
     if n.code == "export_licence":
         return (f"{n.gpu} needs a US export licence for China; licences have been granted "
                 f"(see `gpuplan catalog show {n.gpu}`)")
