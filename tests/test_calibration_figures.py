@@ -26,8 +26,8 @@ WORST_TARGET_PCT = 25.0
 # Today's out-of-sample figures, as the strict xfails below state them (one decimal, as
 # `validate` prints them); test_stated_figures_are_current keeps these honest.
 NOW = {
-    ("holdout", "median"): "11.1%", ("holdout", "worst"): "202.4%",
-    ("cv", "median"): "13.6%", ("cv", "worst"): "190.2%",
+    ("holdout", "median"): "10.4%", ("holdout", "worst"): "173.5%",
+    ("cv", "median"): "12.4%", ("cv", "worst"): "167.6%",
 }
 
 
@@ -182,3 +182,41 @@ def test_readme_figures_match_validate(results, cv):
     fit = f["fit runs, catalog constants"]
     assert m.groups() == (held[2], str(held[1]), held[3], loso[2], str(loso[1]), loso[3],
                           str(fit[1]), fit[2], fit[3])
+
+
+# --- issue #12 targets: by group, out of sample (leave-one-source-out) ---------------------------
+
+GROUP_MEDIAN_TARGET_PCT = 10.0  # every stack and family group with >= 10 runs
+ALL_MEDIAN_TARGET_PCT = 8.0  # over all known-configuration runs
+FP8_GAIN_TARGET_PCT = 10.0  # FP8/BF16 gain on the paired runs
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    f"not met out of sample: leave-one-source-out median |error| {NOW['cv', 'median']} over "
+    "all 229 known runs (target 8%)"))
+def test_issue12_all_runs_median(cv):
+    assert summary(cv)["median_abs_error_pct"] <= ALL_MEDIAN_TARGET_PCT
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "not met out of sample: groups over 10% median |error| under leave-one-source-out: "
+    "family b200 25.3%, gb300 15.3%, h100 16.2%; stack fsdp 23.6%, nemo 11.8%"))
+def test_issue12_every_large_group_median(cv):
+    from gpuplan.calibrate.groups import by_group
+
+    groups = by_group(cv)
+    over = {(g, k): s["median_abs_error_pct"] for g in ("family", "stack")
+            for k, s in groups[g].items()
+            if s["n"] >= 10 and s["median_abs_error_pct"] > GROUP_MEDIAN_TARGET_PCT}
+    assert not over, over
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "not met out of sample: FP8/BF16 gain error +12.4% (llm-foundry MPT-3B, 8 H100) and "
+    "+15.9% (DeepSeek-V3 on 256 GB300, 25.11) under leave-one-source-out"))
+def test_issue12_fp8_gain_on_pairs(cv):
+    from gpuplan.calibrate.groups import fp8_pairs
+
+    pairs = fp8_pairs(load_runs(), cv)
+    assert len(pairs) >= 2
+    assert all(abs(p["error_pct"]) <= FP8_GAIN_TARGET_PCT for p in pairs)

@@ -44,7 +44,8 @@ def test_inheritance_chain(cat):
     assert parents["gb200"] == "h100"  # fitted matmul_max only; the rest from Hopper
     eff = cat.table("efficiency")
     assert eff["gb300"]["layer_overhead_us"] == eff["h100"]["layer_overhead_us"]
-    assert eff["h20"]["guess"] and not eff["h200"]["guess"]  # guess is never inherited
+    assert eff["h20"]["guess"] and not eff["gb200"]["guess"]  # guess is never inherited
+    assert eff["h200"]["guess"] and eff["b200"]["guess"]  # no fit run of their own (#12)
 
 
 def test_tp_overlap_comes_from_the_catalog(cat):

@@ -181,7 +181,8 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
              dropout: bool = False, stack: str = "megatron",
              tokens: str | float | None = None, offer: str | None = None,
              system: str | None = None, usd_per_gpu_hour: float | None = None,
-             pricing: str | None = None, catalog: Catalog | str | Sequence[str] | None = None,
+             pricing: str | None = None, power_limit_watts: float | None = None,
+             catalog: Catalog | str | Sequence[str] | None = None,
              method: str = "full", lora_rank: int | None = None, lora_targets: str | None = None,
              quant: str | None = None, samples: int | None = None, epochs: float | None = None,
              packing: bool | None = None, padding_efficiency: float | None = None,
@@ -215,7 +216,7 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
         check_tokens(value, int(layout.global_batch) * int(layout.seq_len), tokens)
     e = single.estimate(cat, m, acc, layout, gpus=n, tokens=value, offer=offer,
                         system=system, usd_per_gpu_hour=usd_per_gpu_hour, pricing=pricing,
-                        overrides=_site_overrides(flags))
+                        overrides=_site_overrides(flags), power_limit_watts=power_limit_watts)
     ft_facts.pop("tokens")
     return dataclasses.replace(e, finetune=sft.info(m, tokens=value, days=e.time_to_train_days,
                                                     **ft_facts))

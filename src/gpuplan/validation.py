@@ -20,7 +20,7 @@ whether it is in-sample (fit rows under the constants fitted on them) or out-of-
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,8 +29,16 @@ from .catalog import Catalog, read_package_csv
 from .errors import CatalogError
 from .estimators.compute import Efficiency, flops_per_token
 from .estimators.timing import BOTTLENECKS, step_time
-from .search.hardware import efficiency_for, hardware_for
-from .spec import PRECISIONS, R_FULL, RECOMPUTE, Layout, ModelSpec, code
+from .search.hardware import (
+    efficiency_for,
+    family_constants,
+    hardware_for,
+    pair_is_guess,
+    stack_group,
+    stack_row,
+    with_stack,
+)
+from .spec import PRECISIONS, R_FULL, RECOMPUTE, STACKS, Layout, ModelSpec, code
 
 RUNS_FILE = "published_runs.csv"
 CONVENTIONS = ("palm", "megatron2021")
@@ -55,6 +63,17 @@ class RunResult:
     bottleneck: str
     efficiency_guess: bool
     sample: str = "in"  # 'in' if the constants that predicted it were fitted on it, else 'out'
+    stack: str = "megatron"
+    precision: str = "bf16"
+    moe: bool = False
+    gpus: int = 1
+    anomaly: str = ""  # a written, source-based reason the run is treated as anomalous
+
+    @property
+    def time_ratio(self) -> float:
+        """Actual / predicted time: tokens/s errors invert, step-time errors do not."""
+        ratio = self.predicted / self.published
+        return ratio if self.metric != "step_time_s" else 1.0 / ratio
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +85,8 @@ class RunSpec:
     layout: Layout
     family: str
     gpu: str
+    stack: str = "megatron"  # the run's software stack (column `stack`)
+    group: str = "megatron"  # its calibration group (`stack_group`)
 
 
 def load_runs() -> list[dict[str, str]]:
@@ -123,14 +144,17 @@ def run_spec(cat: Catalog, row: dict[str, str]) -> RunSpec:
             zero=_int(row, "zero"), micro_batch=_int(row, "micro_batch", 1),
             global_batch=_int(row, "global_batch"), seq_len=_int(row, "seq_len"),
             recompute=code(RECOMPUTE, row["recompute"], "recompute"),
-            precision=code(PRECISIONS, row["precision"], "precision"))
+            precision=code(PRECISIONS, row["precision"], "precision"),
+            stack=code(STACKS, row.get("stack") or STACKS[0], "stack"))
         gpus = int(row["gpus"])
         if int(layout.gpus) != gpus:
             raise CatalogError(f"tp*pp*cp*dp = {layout.gpus} but gpus = {gpus}")
         acc = cat.accelerator(row["gpu"])
     except (KeyError, ValueError, CatalogError) as err:
         raise CatalogError(f"{RUNS_FILE}: run '{row.get('id', '?')}': {err}") from None
-    return RunSpec(row=row, model=model, layout=layout, family=acc.family, gpu=acc.id)
+    stack = STACKS[int(layout.stack)]
+    return RunSpec(row=row, model=model, layout=layout, family=acc.family, gpu=acc.id,
+                   stack=stack, group=stack_group(cat, stack))
 
 
 def _hardware(cat: Catalog, rs: RunSpec) -> Any:
@@ -169,7 +193,7 @@ def published_value(rs: RunSpec) -> tuple[str, float]:
 
 def predict(cat: Catalog, rs: RunSpec, eff: Efficiency | None = None) -> tuple[Any, Any]:
     """Predicted value of the compared metric (array over eff's shape) and the breakdown."""
-    eff = eff if eff is not None else efficiency_for(cat, [rs.family])
+    eff = eff if eff is not None else efficiency_for(cat, [rs.family], rs.stack)
     t = step_time(rs.model, rs.layout, _hardware(cat, rs), eff)
     metric, _ = published_value(rs)
     if metric == "step_time_s":
@@ -177,18 +201,30 @@ def predict(cat: Catalog, rs: RunSpec, eff: Efficiency | None = None) -> tuple[A
     return t.tokens_per_s / rs.layout.gpus, t
 
 
+def run_efficiency(cat: Catalog, rs: RunSpec,
+                   efficiency: dict[str, dict[str, float]] | None = None,
+                   stacks: dict[str, dict[str, float]] | None = None) -> Efficiency:
+    """The efficiency a run is predicted with: its family's constants (`efficiency`
+    overrides them, per family) under its stack's (`stacks` overrides them, per group)."""
+    values = family_constants(cat, rs.family)
+    values.update((efficiency or {}).get(rs.family, {}))
+    srow = {**stack_row(cat, rs.stack), **(stacks or {}).get(rs.group, {})}
+    out = with_stack(values, srow)
+    return Efficiency(**{k: np.atleast_1d(np.asarray(v, dtype=float)) for k, v in out.items()},
+                      guess=np.asarray([pair_is_guess(cat, rs.family, rs.stack)]))
+
+
 def validate_runs(cat: Catalog, rows: list[dict[str, str]] | None = None,
                   efficiency: dict[str, dict[str, float]] | None = None,
-                  sample: str | None = None) -> list[RunResult]:
-    """Predict every published run; `efficiency` overrides rows of [efficiency.FAMILY].
-    `sample` labels every result ('out' under cross-validation); by default fit rows are
-    in-sample and the rest out-of-sample."""
+                  sample: str | None = None,
+                  stacks: dict[str, dict[str, float]] | None = None) -> list[RunResult]:
+    """Predict every published run; `efficiency` overrides rows of [efficiency.FAMILY] and
+    `stacks` the [stack.NAME] constants of a calibration group. `sample` labels every result
+    ('out' under cross-validation); by default fit rows are in-sample, the rest out."""
     results = []
     for row in rows if rows is not None else load_runs():
         rs = run_spec(cat, row)
-        eff = efficiency_for(cat, [rs.family])
-        if efficiency and rs.family in efficiency:
-            eff = replace(eff, **{k: np.asarray([v]) for k, v in efficiency[rs.family].items()})
+        eff = run_efficiency(cat, rs, efficiency, stacks)
         pred, t = predict(cat, rs, eff)
         metric, pub = published_value(rs)
         p = float(np.asarray(pred).ravel()[0])
@@ -199,7 +235,10 @@ def validate_runs(cat: Catalog, rows: list[dict[str, str]] | None = None,
             source_metric=row["metric"], source_value=float(row["published"]),
             bottleneck=BOTTLENECKS[int(np.asarray(t.bottleneck).ravel()[0])],
             efficiency_guess=bool(np.asarray(t.efficiency_guess).ravel()[0]),
-            sample=sample or ("in" if row.get("fit") == "fit" else "out")))
+            sample=sample or ("in" if row.get("fit") == "fit" else "out"),
+            stack=rs.stack, precision=row["precision"],
+            moe=bool(int(rs.model.experts or 0) > 1), gpus=int(rs.layout.gpus),
+            anomaly=row.get("anomaly", "")))
     return results
 
 
@@ -228,96 +267,160 @@ def summary(results: list[RunResult], status: str = "known",
 # --- calibration ----------------------------------------------------------------------------
 
 
-FIT_START = {"matmul_max": 0.6, "half_dim": 0.0, "fp8_ratio": 0.8, "layer_overhead_s": 0.0,
+FIT_START = {"matmul_max": 0.6, "half_dim": 0.0, "layer_overhead_s": 0.0,
              "attention_ratio": 1.0}
+STACK_START = {"matmul_scale": 1.0, "fp8_ratio": 0.8}
+Constants = dict[str, dict[str, Any]]  # family (or stack group) -> constant -> value or grid
 
 
-def _fit_loss(cat: Catalog, runs: list[RunSpec], values: dict[str, Any]) -> np.ndarray:
-    """Sum over runs of log(predicted / published)^2, for arrays of candidate constants."""
-    eff = Efficiency(**values)
+def _fit_runs(cat: Catalog, rows: list[dict[str, str]] | None) -> list[RunSpec]:
+    return [run_spec(cat, r) for r in (rows if rows is not None else load_runs())
+            if r.get("fit") == "fit" and r.get("status", "known") == "known"]
+
+
+def _fit_loss(cat: Catalog, runs: list[RunSpec], fams: Constants, stacks: Constants
+              ) -> np.ndarray:
+    """Sum over runs of log(predicted / published)^2; any constant may be a grid (array)."""
     loss: Any = 0.0
     for rs in runs:
-        pred, _ = predict(cat, rs, eff)
+        values = with_stack(fams[rs.family], stacks[rs.group])
+        pred, _ = predict(cat, rs, Efficiency(**values))
         _, pub = published_value(rs)
         loss = loss + np.log(np.asarray(pred, dtype=float) / pub) ** 2
     return np.atleast_1d(loss)
 
 
+def _descend(cat: Catalog, runs: list[RunSpec], fams: Constants, stacks: Constants,
+             target: dict[str, Any], params: tuple[str, ...], sweeps: int = 8) -> None:
+    """Coordinate descent on CALIBRATION_GRID for `params` of `target` (one entry of `fams`
+    or `stacks`, changed in place): the first two jointly on their full grids (they trade
+    off most), then each in turn with the others held, until nothing moves."""
+    grid = CALIBRATION_GRID
+    head = params[:2]
+    axes = np.meshgrid(*(grid[p] for p in head), indexing="ij")
+    target.update({p: a.ravel() for p, a in zip(head, axes, strict=True)})
+    i = int(np.argmin(_fit_loss(cat, runs, fams, stacks)))
+    target.update({p: float(a.ravel()[i]) for p, a in zip(head, axes, strict=True)})
+    for _ in range(sweeps):
+        before = {p: target[p] for p in params}
+        for p in params:
+            target[p] = grid[p]
+            target[p] = float(grid[p][int(np.argmin(_fit_loss(cat, runs, fams, stacks)))])
+        if {p: target[p] for p in params} == before:
+            break
+
+
 def fit_family(cat: Catalog, family: str, params: tuple[str, ...], grid: dict[str, np.ndarray],
                rows: list[dict[str, str]] | None = None, fixed: dict[str, float] | None = None,
-               sweeps: int = 8) -> tuple[dict[str, float], float, int]:
-    """Least squares on log(predicted / published) over the family's `fit` rows.
-
-    Coordinate descent on grids: the first two parameters are searched jointly on their full
-    grids (they trade off most: peak efficiency and the fixed overhead), then each parameter
-    in turn on its grid with the others held, for `sweeps` rounds or until nothing moves.
-    Vectorized: one step_time call per run evaluates a whole grid.
+               sweeps: int = 8, stacks: Constants | None = None
+               ) -> tuple[dict[str, float], float, int]:
+    """Least squares on log(predicted / published) over the family's `fit` rows, each under
+    its stack's constants (`stacks`, by calibration group; default: the catalog's).
 
     Returns (best values, RMS log error, number of runs used)."""
-    runs = [run_spec(cat, r) for r in (rows if rows is not None else load_runs())
-            if r.get("fit") == "fit" and r.get("status", "known") == "known"]
-    runs = [rs for rs in runs if rs.family == family]
+    runs = [rs for rs in _fit_runs(cat, rows) if rs.family == family]
     if not runs:
         raise CatalogError(f"no fit runs for family '{family}' in {RUNS_FILE}")
     # Start from the same neutral point whatever the catalog holds (reproducible); only the
     # unfitted memory_fraction and tp_overlap come from the family's catalog row.
-    base = efficiency_for(cat, [family])
-    values: dict[str, Any] = {**FIT_START,
-                              "memory_fraction": float(np.asarray(base.memory_fraction)[0]),
-                              "tp_overlap": float(np.asarray(base.tp_overlap)[0])}
-    values.update(fixed or {})
-    head = params[:2]
-    axes = np.meshgrid(*(grid[p] for p in head), indexing="ij")
-    loss = _fit_loss(cat, runs, {**values, **{p: a.ravel() for p, a in zip(head, axes,
-                                                                             strict=True)}})
-    i = int(np.argmin(loss))
-    values.update({p: float(a.ravel()[i]) for p, a in zip(head, axes, strict=True)})
-    for _ in range(sweeps):
-        before = dict(values)
-        for p in params:
-            loss = _fit_loss(cat, runs, {**values, p: grid[p]})
-            values[p] = float(grid[p][int(np.argmin(loss))])
-        if values == before:
-            break
-    best = {p: values[p] for p in params}
-    rms = float(np.sqrt(_fit_loss(cat, runs, values)[0] / len(runs)))
-    return best, rms, len(runs)
+    base = family_constants(cat, family)
+    values: dict[str, Any] = {**base, **FIT_START, "fp8_ratio": 1.0, **(fixed or {})}
+    stacks = stacks or {g: dict(stack_row(cat, g)) for g in {rs.group for rs in runs}}
+    fams = {family: values}
+    _descend(cat, runs, fams, stacks, values, params, sweeps)
+    rms = float(np.sqrt(_fit_loss(cat, runs, fams, stacks)[0] / len(runs)))
+    return {p: values[p] for p in params}, rms, len(runs)
 
 
-# Which constants are fitted on which family's `fit` rows (2-4 per family, never per run);
+# Which constants are fitted on which family's `fit` rows (1-4 per family, never per run);
 # families without enough runs inherit from the nearest calibrated one (docs/calibration.md).
 CALIBRATION_PLAN: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
     ("a100", ("matmul_max", "layer_overhead_s", "half_dim", "attention_ratio"), None),
-    ("h100", ("matmul_max", "layer_overhead_s", "half_dim", "attention_ratio", "fp8_ratio"),
-     None),
+    ("h100", ("matmul_max", "layer_overhead_s", "half_dim", "attention_ratio"), None),
     ("gb200", ("matmul_max",), "h100"),  # 2 fit runs: one constant, the rest from Hopper
 )
+# Which constants each stack's calibration group fits, pooled over families (megatron is the
+# reference: matmul_scale 1); a group without a constant takes it from `from` (megatron).
+STACK_PLAN: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("megatron", ("fp8_ratio",)),
+    ("fsdp", ("matmul_scale", "fp8_ratio")),
+    ("deepspeed", ("matmul_scale",)),
+)
+# A group with fewer fit runs than this fits nothing (one constant on one or two runs would be
+# a constant per run): it keeps the reference constants and its pairs are guesses.
+MIN_STACK_RUNS = 3
+CALIBRATION_ROUNDS = 2  # families, then stacks, twice (each fit sees the other's values)
 CALIBRATION_GRID: dict[str, np.ndarray] = {
     "matmul_max": np.round(np.arange(0.40, 1.0001, 0.01), 2),
     "half_dim": np.array([0.0, 50, 100, 200, 300, 400, 600, 800, 1200]),
     "layer_overhead_s": np.arange(0.0, 1.5001e-3, 50e-6),
     "fp8_ratio": np.round(np.arange(0.40, 1.0001, 0.02), 2),
     "attention_ratio": np.round(np.arange(0.20, 1.2001, 0.02), 2),
+    "matmul_scale": np.round(np.arange(0.50, 1.5001, 0.01), 2),
 }
+
+
+def _fit_families(cat: Catalog, runs: list[RunSpec], fams: Constants, stacks: Constants
+                  ) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for family, params, parent in CALIBRATION_PLAN:
+        own = [rs for rs in runs if rs.family == family]
+        inherited = ({k: v for k, v in out[parent].items() if k in CALIBRATION_GRID}
+                     if parent else {})
+        start = {**family_constants(cat, family), **FIT_START, "fp8_ratio": 1.0,
+                 **{k: v for k, v in inherited.items() if k not in params}}
+        fams[family] = values = {**start, **{k: v for k, v in fams.get(family, {}).items()
+                                             if k in params}}
+        if not own and not parent:
+            raise CatalogError(f"no fit runs for family '{family}' in {RUNS_FILE}")
+        if own:
+            _descend(cat, own, fams, stacks, values, params)
+        else:  # no runs left (cross-validation): the parent's values
+            values.update({k: inherited[k] for k in params})
+        rms = (float(np.sqrt(_fit_loss(cat, own, fams, stacks)[0] / len(own))) if own
+               else float("nan"))
+        out[family] = {**{k: v for k, v in values.items() if k in CALIBRATION_GRID
+                          and k != "matmul_scale" and k != "fp8_ratio"},
+                       "rms_log_error": rms, "runs": len(own)}
+    return out
+
+
+def calibrate_all(cat: Catalog, rows: list[dict[str, str]] | None = None
+                  ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Fit CALIBRATION_PLAN and STACK_PLAN in CALIBRATION_ROUNDS alternating rounds.
+    Returns (family -> {constant, 'rms_log_error', 'runs'}, stack group -> {'matmul_scale',
+    'fp8_ratio', 'rms_log_error', 'runs', 'fitted_families'})."""
+    runs = _fit_runs(cat, rows)
+    groups = {g for g, _ in STACK_PLAN} | {rs.group for rs in runs}
+    stacks: Constants = {g: dict(STACK_START) for g in groups}
+    fams: Constants = {}  # round one starts every family at FIT_START (reproducible)
+    families: dict[str, dict[str, Any]] = {}
+    for _ in range(CALIBRATION_ROUNDS):
+        families = _fit_families(cat, runs, fams, stacks)
+        for group, params in STACK_PLAN:
+            own = [rs for rs in runs if rs.group == group and rs.family in fams]
+            if group != "megatron":  # FP8 gain from the reference unless fitted below
+                stacks[group]["fp8_ratio"] = stacks["megatron"]["fp8_ratio"]
+            fp8 = [rs for rs in own if rs.row["precision"] == "fp8"]
+            fitted = tuple(p for p in params if p != "fp8_ratio" or fp8)
+            if len(own) >= MIN_STACK_RUNS and fitted:
+                _descend(cat, own, fams, stacks, stacks[group], fitted)
+    out = {}
+    for group, _ in STACK_PLAN:
+        own = [rs for rs in runs if rs.group == group and rs.family in fams]
+        rms = (float(np.sqrt(_fit_loss(cat, own, fams, stacks)[0] / len(own))) if own
+               else float("nan"))
+        out[group] = {"matmul_scale": float(stacks[group]["matmul_scale"]),
+                      "fp8_ratio": float(stacks[group]["fp8_ratio"]), "rms_log_error": rms,
+                      "runs": len(own), "fitted_families": sorted({rs.family for rs in own})
+                      if len(own) >= MIN_STACK_RUNS else []}
+    return families, out
 
 
 def calibrate(cat: Catalog, rows: list[dict[str, str]] | None = None
               ) -> dict[str, dict[str, Any]]:
-    """Fit CALIBRATION_PLAN; returns family -> {constant: value, 'rms_log_error', 'runs'}."""
-    out: dict[str, dict[str, Any]] = {}
-    for family, params, parent in CALIBRATION_PLAN:
-        inherited = ({k: v for k, v in out[parent].items() if k in CALIBRATION_GRID}
-                     if parent else {})
-        fixed = {k: v for k, v in inherited.items() if k not in params}
-        try:
-            best, rms, n = fit_family(cat, family, params, CALIBRATION_GRID, rows=rows,
-                                      fixed=fixed)
-        except CatalogError:
-            if not parent:
-                raise
-            best, rms, n = {k: inherited[k] for k in params}, float("nan"), 0  # no runs left
-        out[family] = {**fixed, **best, "rms_log_error": rms, "runs": n}
-    return out
+    """The family constants of `calibrate_all` (family -> constants, rms, runs)."""
+    return calibrate_all(cat, rows)[0]
 
 
 def source_group(run_id: str) -> str:
@@ -340,8 +443,12 @@ def _as_overrides(fit: dict[str, dict[str, Any]], parents: dict[str, str]
     return out
 
 
+def _stack_overrides(fit: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    return {g: {k: d[k] for k in ("matmul_scale", "fp8_ratio")} for g, d in fit.items()}
+
+
 def cross_validate(cat: Catalog, rows: list[dict[str, str]] | None = None) -> list[RunResult]:
-    """Leave-one-source-out: for each publication, refit every family without that
+    """Leave-one-source-out: for each publication, refit every family and stack without that
     publication's runs and predict them. Returns one result per known run, each predicted by
     constants that never saw its source (sample 'out'; `fit` keeps the row's role in the full
     fit, so the fit rows' figure is the cross-validation error within the fit set). A source
@@ -349,16 +456,17 @@ def cross_validate(cat: Catalog, rows: list[dict[str, str]] | None = None) -> li
     rows = rows if rows is not None else load_runs()
     known = [r for r in rows if r.get("status", "known") == "known"]
     results: list[RunResult] = []
-    full: dict[str, dict[str, float]] | None = None
+    full: Any = None
     parents = cat.efficiency_parents()
     for group in sorted({source_group(r["id"]) for r in known}):
         test = [r for r in known if source_group(r["id"]) == group]
         if any(r.get("fit") == "fit" for r in test):
             train = [{**r, "fit": "holdout"} if source_group(r["id"]) == group else r
                      for r in rows]
-            eff = _as_overrides(calibrate(cat, train), parents)
+            fit = calibrate_all(cat, train)
         else:
-            full = full if full is not None else _as_overrides(calibrate(cat, rows), parents)
-            eff = full
-        results += validate_runs(cat, test, efficiency=eff, sample="out")
+            full = full if full is not None else calibrate_all(cat, rows)
+            fit = full
+        results += validate_runs(cat, test, efficiency=_as_overrides(fit[0], parents),
+                                 stacks=_stack_overrides(fit[1]), sample="out")
     return results

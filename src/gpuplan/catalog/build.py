@@ -11,7 +11,17 @@ from ..errors import CatalogError, GpuplanError, UnknownIdError
 from .check import check_keys, check_value, convert, did_you_mean, where
 from .merge import PACKAGE_PREFIX, Doc, Row, merge_docs
 from .model import Catalog
-from .schema import EFFICIENCY, ROW_TABLES, RULES, SCENARIO, SITE_FIELDS, SITE_VALUES, normalize
+from .schema import (
+    EFFICIENCY,
+    RESIDUALS,
+    ROW_TABLES,
+    RULES,
+    SCENARIO,
+    SITE_FIELDS,
+    SITE_VALUES,
+    STACK,
+    normalize,
+)
 
 BUILD: dict[str, Callable[..., Any]] = {
     "accelerator": spec.Accelerator,
@@ -95,10 +105,16 @@ def resolve_efficiency(rows: dict[str, Row]) -> dict[str, dict[str, Any]]:
     if "default" not in rows:
         raise CatalogError("the catalog lacks [efficiency.default] (data/efficiency.toml); "
                            "add it in an overlay or reinstall gpuplan")
-    own = {k: f for k, f in EFFICIENCY.items() if not f.inherited}
+    return resolve_inherits("efficiency", EFFICIENCY, rows)
+
+
+def resolve_inherits(kind: str, schema: dict[str, Any], rows: dict[str, Row]
+                     ) -> dict[str, dict[str, Any]]:
+    """[KIND.NAME] rows with `inherits` resolved (efficiency families, software stacks)."""
+    own = {k: f for k, f in schema.items() if not f.inherited}
     for ident, row in rows.items():
-        _check(EFFICIENCY, "efficiency", ident, row, complete=False)
-        _need(own, "efficiency", ident, row)
+        _check(schema, kind, ident, row, complete=False)
+        _need(own, kind, ident, row)
     resolved: dict[str, dict[str, Any]] = {}
 
     def resolve(ident: str, chain: tuple[str, ...]) -> dict[str, Any]:
@@ -107,7 +123,7 @@ def resolve_efficiency(rows: dict[str, Row]) -> dict[str, dict[str, Any]]:
         row = rows[ident]
         base: dict[str, Any] = {}
         if "inherits" in row.values:
-            at = _at("efficiency", ident, row, "inherits")
+            at = _at(kind, ident, row, "inherits")
             parent = normalize(row.values["inherits"])
             if parent not in rows:
                 raise CatalogError(f"{at}: inherits unknown family '{parent}'"
@@ -116,14 +132,14 @@ def resolve_efficiency(rows: dict[str, Row]) -> dict[str, dict[str, Any]]:
                 origins = [rows[f].origins["inherits"] for f in chain]
                 by = next((o for o in reversed(origins) if not o.startswith(PACKAGE_PREFIX)),
                           origins[-1])
-                raise CatalogError(f"{by}: efficiency inherits forms a loop "
+                raise CatalogError(f"{by}: {kind} inherits forms a loop "
                                    f"({' -> '.join((*chain, parent))}); remove one inherits")
             base = {k: v for k, v in resolve(parent, (*chain, parent)).items()
-                    if EFFICIENCY[k].inherited}
+                    if schema[k].inherited}
         out = {**base, **row.values}
-        missing = [k for k, f in EFFICIENCY.items() if f.required and k not in out]
+        missing = [k for k, f in schema.items() if f.required and k not in out]
         if missing:
-            raise CatalogError(f"{_at('efficiency', ident, row)}: missing field '{missing[0]}'; "
+            raise CatalogError(f"{_at(kind, ident, row)}: missing field '{missing[0]}'; "
                                f"give it or take it from another family with inherits = \"ID\"")
         resolved[ident] = out
         return out
@@ -186,6 +202,10 @@ def build_catalog(docs: list[Doc]) -> Catalog:
     cross_check(cat)
     cat.extra["efficiency"] = resolve_efficiency(rows["efficiency"])
     cat.extra["scenarios"] = build_scenarios(cat, rows["scenarios"])
+    cat.extra["stack"] = resolve_inherits("stack", STACK, rows["stack"])
+    for ident, row in rows["residuals"].items():
+        _check(RESIDUALS, "residuals", ident, row, complete=True)
+    cat.extra["residuals"] = {k: dict(r.values) for k, r in rows["residuals"].items()}
     for kind, table in rows.items():
         for ident, row in table.items():
             cat.provenance[(kind, ident)] = dict(row.origins)

@@ -39,7 +39,9 @@ class Catalog:
                 "system": self.systems, "pod": self.pods, "offer": self.offers,
                 "model": self.models, "site": self.site,
                 "efficiency": self.extra.get("efficiency", {}),
-                "scenarios": self.extra.get("scenarios", {})}
+                "scenarios": self.extra.get("scenarios", {}),
+                "stack": self.extra.get("stack", {}),
+                "residuals": self.extra.get("residuals", {})}
 
     def _find(self, kind: str, name: str, table: dict[str, Any]) -> str | None:
         """The canonical id of an id or alias of `kind` in `table`, or None."""

@@ -224,7 +224,7 @@ EFFICIENCY: dict[str, Field] = {
     "inherits": text(False, inherited=False),
     "matmul_max": fraction(above=True),
     "half_dim": num(high=1e9),
-    "fp8_ratio": pos(high=4.0),
+    "fp8_ratio": pos(False, high=4.0),  # times the stack's; absent = 1
     "memory_fraction": fraction(above=True),
     "layer_overhead_us": num(high=1e9),
     "attention_ratio": pos(high=4.0),
@@ -233,6 +233,36 @@ EFFICIENCY: dict[str, Field] = {
     "source": text(inherited=False),
     "as_of": date(inherited=False),
     "notes": text(False, inherited=False),
+}
+
+# [stack.NAME] (efficiency.toml): what a training software stack changes, pooled over families
+# (docs/calibration.md). matmul_scale multiplies the family's matmul_max; fp8_ratio is the
+# stack's FP8 GEMM efficiency relative to BF16 (casts, amax and transposes included);
+# fitted_families lists the families with a fit run of this stack (or of the stack it
+# inherits); a (family, stack) pair outside it is a guess. `inherits` as for efficiency rows.
+STACK: dict[str, Field] = {
+    "inherits": text(False, inherited=False),
+    "matmul_scale": pos(high=4.0),
+    "fp8_ratio": pos(high=4.0),
+    "fitted_families": Field("texts", False, inherited=False),
+    "guess": Field("bool", True, inherited=False),
+    "source": text(inherited=False),
+    "as_of": date(inherited=False),
+    "notes": text(False, inherited=False),
+}
+
+# [residuals.GROUP] (residuals.toml, written by `gpuplan validate --calibrate --residuals`):
+# quantiles of actual / predicted time of the runs of one (family, stack) group under
+# leave-one-source-out cross-validation; GROUP 'pooled' holds every run.
+RESIDUALS: dict[str, Field] = {
+    "family": text(),
+    "stack": text(),
+    "runs": whole(low=1),
+    "p10": pos(high=100.0),
+    "p50": pos(high=100.0),
+    "p90": pos(high=100.0),
+    "source": text(),
+    "as_of": date(),
 }
 
 # [scenarios.NAME]: presets for `plan --scenario` and `tco --scenario` (see scenarios.toml).
@@ -287,7 +317,8 @@ RULES: tuple[tuple[str, Callable[[dict[str, Any]], bool], str], ...] = (
 )
 
 NAMED_TABLES: dict[str, dict[str, Field]] = {
-    "site": SITE_FIELDS, "efficiency": EFFICIENCY, "scenarios": SCENARIO}
+    "site": SITE_FIELDS, "efficiency": EFFICIENCY, "scenarios": SCENARIO, "stack": STACK,
+    "residuals": RESIDUALS}
 SCHEMAS: dict[str, dict[str, Field]] = {**ROW_TABLES, **NAMED_TABLES}
 
 # which file holds which table
@@ -301,6 +332,8 @@ FILES = {
     "site": "site.toml",
     "efficiency": "efficiency.toml",
     "scenarios": "scenarios.toml",
+    "stack": "efficiency.toml",
+    "residuals": "residuals.toml",
 }
 LIST_CMD = {
     "accelerator": "gpuplan catalog gpus",
@@ -312,10 +345,13 @@ LIST_CMD = {
     "site": "gpuplan catalog site",
     "efficiency": "data/efficiency.toml",
     "scenarios": "gpuplan plan --help",
+    "stack": "data/efficiency.toml",
+    "residuals": "data/residuals.toml",
 }
 KIND_WORD = {"accelerator": "GPU", "model": "model", "offer": "offer", "system": "system",
              "pod": "pod", "fabric": "fabric", "site": "site value",
-             "efficiency": "efficiency family", "scenarios": "scenario"}
+             "efficiency": "efficiency family", "scenarios": "scenario",
+             "stack": "software stack", "residuals": "residual group"}
 
 DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 

@@ -70,6 +70,8 @@ def register(sub: Any) -> None:
     c.add_argument("--tokens", help="tokens to train on (2e12, 2T, 300B)")
     c.add_argument("--offer", help="cloud offer id: its price and its network")
     c.add_argument("--usd-per-gpu-hour", type=nonneg_float, help="price per GPU-hour")
+    c.add_argument("--power-limit-watts", type=float, help="GPU power cap in watts: peak "
+                   "FLOP/s scale with (cap / TDP)^(1/3) (docs/calibration.md)")
     c.add_argument("--pricing", help="on-demand, spot, reserved-1y, reserved-3y, savings-plan "
                    "(-1y/-3y), capacity-block or own")
     add_finetune_options(p)
@@ -90,7 +92,8 @@ def estimate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         offload=args.offload, sp=not args.no_sp, flash_attention=not args.no_flash_attention,
         dropout=args.dropout, stack=args.stack, tokens=args.tokens, offer=args.offer,
         system=args.system,
-        usd_per_gpu_hour=args.usd_per_gpu_hour, pricing=args.pricing, catalog=args.catalog,
+        usd_per_gpu_hour=args.usd_per_gpu_hour, pricing=args.pricing,
+        power_limit_watts=args.power_limit_watts, catalog=args.catalog,
         **model_args(args), **site_args(args), **finetune_args(args))
 
 

@@ -43,6 +43,9 @@ def register(sub: Any) -> None:
     p.add_argument("--finetune", action="store_true",
                    help="predict the published fine-tuning runs (data/finetune_runs.csv: "
                    "LoRA/QLoRA memory, MLPerf Llama 2 70B LoRA time) and print each error")
+    p.add_argument("--residuals", action="store_true",
+                   help="with --calibrate: print data/residuals.toml (the prediction-interval "
+                   "quantiles from leave-one-source-out residuals)")
     common_options(p)
     p.set_defaults(func=run)
 
@@ -56,6 +59,10 @@ def _filter(results: list[Any], family: str | None) -> list[Any]:
     if family.lower() not in known:
         raise UnknownIdError("family", family, known, "gpuplan validate")
     return [r for r in results if r.family == family.lower()]
+
+
+# the as_of date written into data/residuals.toml (the data's date, not today's: reproducible)
+RESIDUALS_AS_OF = "2026-11-30"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,11 +80,22 @@ def run(args: argparse.Namespace) -> int:
         results_ft = validate_finetune(cat)
         print(dumps(rvf.to_json(results_ft)) if args.json else rvf.render_text(results_ft))
         return 0
+    if args.calibrate and args.residuals:
+        from ..calibrate.groups import residual_table
+
+        print(rv.residuals_toml(residual_table(cat, cross_validate(cat)), RESIDUALS_AS_OF),
+              end="")
+        return 0
     if args.calibrate:
         data = rv.calibration_to_json(calibrate(cat), efficiency_rows(cat))
         print(dumps(data) if args.json else rv.render_calibration(data))
         return 0
+    from ..calibrate.groups import group_report
+    from ..validation import load_runs
+
     results = cross_validate(cat) if args.cross_validate else validate_runs(cat)
-    data = rv.to_json(_filter(results, args.family), cross_validated=args.cross_validate)
+    chosen = _filter(results, args.family)
+    data = rv.to_json(chosen, cross_validated=args.cross_validate)
+    data.update(group_report(cat, chosen, load_runs(), args.cross_validate))
     print(dumps(data) if args.json else rv.render_text(data))
     return 0

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..search.results import Estimate, FitOption
 from . import finetune as ftr
-from .fmt import duration, gib, jsonable, num, pct, table, usd
+from .fmt import duration, duration_range, gib, jsonable, num, pct, table, usd, usd_range
 from .reasons import MICRO_BATCH_TOO_SMALL, infeasible, warning_message
 
 
@@ -77,8 +77,11 @@ def _time(r: Estimate) -> list[str]:
         lines.append(f"{MICRO_BATCH_TOO_SMALL} (a larger --micro-batch or --seq-len uses "
                      "the GPU better)")
     if r.efficiency_is_guess:
-        lines.append("note: no published run calibrates this GPU family; its efficiency is a "
-                     "stated guess (see docs/calibration.md)")
+        lines.append(f"note: no published run calibrates {r.gpu} under {r.layout.stack}; its "
+                     "efficiency is a stated guess (see docs/calibration.md)")
+    if r.power_limit_watts is not None:
+        lines.append(f"power limit {r.power_limit_watts:,.0f} W: peak FLOP/s scaled by "
+                     "(limit / TDP)^(1/3), an assumption (docs/calibration.md)")
     return lines
 
 
@@ -88,15 +91,20 @@ def _run(r: Estimate) -> list[str]:
     lines = ["", f"training on {num(r.tokens)} tokens"]
     if r.time_to_train_days is None:
         return lines + [f"  {infeasible(r.infeasible_reason)}"]
-    lines += [f"  {duration(r.time_to_train_days)} wall clock ({duration(r.useful_days)} of "
-              f"useful compute, goodput {pct(r.goodput * 100, 1)} after failures and checkpoints)",
-              f"  {r.gpu_hours:,.0f} GPU-hours, energy {r.energy_kwh:,.0f} kWh, "
+    days = duration_range(r.time_to_train_days, r.time_to_train_days_p10,
+                          r.time_to_train_days_p90)
+    lines += [f"  {days} wall clock ({duration(r.useful_days)} of useful compute, goodput "
+              f"{pct(r.goodput * 100, 1)} after failures and checkpoints)",
+              f"  {r.gpu_hours:,.0f} GPU-hours ({r.gpu_hours_p10 or 0:,.0f}-"
+              f"{r.gpu_hours_p90 or 0:,.0f}), energy {r.energy_kwh:,.0f} kWh, "
               f"{(r.co2e_kg or 0) / 1000:,.1f} t CO2e"]
     if r.cost_usd is not None:
-        lines.append(f"  cost {usd(r.cost_usd)} ({r.pricing}, {usd(r.usd_per_gpu_hour)} per "
-                     "GPU-hour)")
+        lines.append(f"  cost {usd_range(r.cost_usd, r.cost_usd_p10, r.cost_usd_p90)} "
+                     f"({r.pricing}, {usd(r.usd_per_gpu_hour)} per GPU-hour)")
     else:
         lines.append("  cost: give --offer ID, --usd-per-gpu-hour X or --pricing own")
+    lines.append(f"  ranges are P10-P90 from the validation residuals of {r.interval_group} "
+                 "(docs/calibration.md)")
     return lines
 
 

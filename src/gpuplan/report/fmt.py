@@ -87,6 +87,26 @@ def duration(days: float | None) -> str:
     return f"{days * 1440:,.1f} minutes"
 
 
+def _short(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 10 else f"{x:,.1f}"
+
+
+def duration_range(days: float | None, lo: float | None, hi: float | None) -> str:
+    """A duration with its P10-P90 range in the same unit: '46.8 days (41-55)'."""
+    text = duration(days)
+    if days is None or lo is None or hi is None or not all(map(math.isfinite, (days, lo, hi))):
+        return text
+    scale = 1.0 if days >= 1 else (24.0 if days * 24 >= 1 else 1440.0)
+    return f"{text} ({_short(lo * scale)}-{_short(hi * scale)})"
+
+
+def usd_range(x: float | None, lo: float | None, hi: float | None) -> str:
+    """Money with its P10-P90 range: '$2.30M ($1.91M-$2.75M)'."""
+    if x is None or lo is None or hi is None:
+        return usd(x)
+    return f"{usd(x)} ({usd(lo)}-{usd(hi)})"
+
+
 def pct(x: float | None, digits: int = 1) -> str:
     """A percentage with a fixed number of decimals: 11.27 -> '11.3%' (None -> '-')."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):

@@ -8,7 +8,7 @@ from typing import Any
 from ..search.results import Comparison, Favourite, Note, PlanResult, PlanRow, Relax, SizeResult
 from . import finetune as ftr
 from .command import estimate_command, site_args
-from .fmt import duration, jsonable, num, pct, table, usd
+from .fmt import duration, duration_range, jsonable, num, pct, table, usd
 from .reasons import (
     MICRO_BATCH_TOO_SMALL,
     PLATFORM_REASONS,
@@ -30,7 +30,8 @@ def _layout(p: PlanRow) -> str:
 
 def plans_table(plans: tuple[PlanRow, ...]) -> str:
     rows = [(i, p.gpu, p.gpus, _layout(p), p.precision, p.recompute, p.platform, p.pricing,
-             duration(p.time_to_train_days), usd(p.cost_usd), pct(p.mfu * 100, 0),
+             duration_range(p.time_to_train_days, p.time_to_train_days_p10,
+                            p.time_to_train_days_p90), usd(p.cost_usd), pct(p.mfu * 100, 0),
              f"{p.memory_gib_per_gpu:.0f}/{p.gpu_memory_gib:.0f}", p.bottleneck)
             for i, p in enumerate(plans, 1)]
     return table(rows, ["#", "gpu", "n", "layout", "prec", "recompute", "where", "pricing",
@@ -103,8 +104,8 @@ def note(n: Note) -> str:
                 f"{n.value:g} times per instance-hour (catalog default, a lower bound for GPU "
                 f"instances; --interruptions changes it)")
     if n.code == "efficiency_guess":
-        return (f"caution: no published run calibrates {n.gpu}'s efficiency; its speed rests "
-                f"on a stated guess (docs/calibration.md)")
+        return (f"caution: no published run calibrates {n.gpu} under the stack shown; its speed "
+                f"rests on a stated guess with a wider range (docs/calibration.md)")
     if n.code == "export_licence":
         return (f"{n.gpu} needs a US export licence for China; licences have been granted "
                 f"(see `gpuplan catalog show {n.gpu}`)")
@@ -266,7 +267,9 @@ def _stack_line(r: PlanResult) -> str:
     """Which software stack the times assume (`--stack` constrains it)."""
     stacks = ", ".join(dict.fromkeys(p.stack for p in r.plans))
     how = "as asked" if r.stack else "the best-supported per GPU family; --stack sets it"
-    return f"software stack: {stacks} ({how})"
+    rank = (f"ranked on the P{r.confidence * 100:.0f} time and cost (--confidence)"
+            if r.confidence else "ranked on the median; time in brackets is the P10-P90 range")
+    return f"software stack: {stacks} ({how}); {rank}"
 
 
 def render_text(r: PlanResult, *, timing: bool = True,

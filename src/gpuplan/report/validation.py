@@ -78,7 +78,41 @@ def render_text(data: dict[str, Any]) -> str:
     if data["excluded"]:
         out.append(f"excluded (configuration unknown, see notes in published_runs.csv): "
                    f"{', '.join(data['excluded'])}")
+    if "groups" in data:
+        out += _group_lines(data)
     return "\n".join(out)
+
+
+GROUP_TITLES = {"family": "family", "stack": "stack", "precision": "precision",
+                "moe": "MoE/dense", "scale": "scale (GPUs)"}
+
+
+def _group_lines(data: dict[str, Any]) -> list[str]:
+    cov = data.get("interval_coverage")
+    out = ["", "by group, known runs (" + SAMPLE_WORDS[data["sample"]] + "); coverage = share "
+           "inside the P10-P90 range, quantiles from the other sources' residuals"
+           + ("" if cov else " (run with --cross-validate)")]
+    rows = [(GROUP_TITLES[g], k, str(s["n"]), pct(s["median_abs_error_pct"]),
+             pct(s["worst_abs_error_pct"]),
+             "-" if s["coverage"] is None else pct(s["coverage"] * 100))
+            for g, by in data["groups"].items() for k, s in by.items()]
+    out.append(table(rows, ("by", "group", "runs", "median", "worst", "coverage"),
+                     align="llrrrr"))
+    if cov:
+        out.append(f"P10-P90 coverage, leave-one-source-out: {pct(cov['coverage'] * 100)} of "
+                   f"{cov['n']} runs (target 70-90%)")
+    pairs = data.get("fp8_pairs") or []
+    if pairs:
+        out += ["", "FP8/BF16 gain on paired runs (same source, hardware, model, layout)"]
+        out.append(table([(p["bf16"], p["fp8"], f"{p['published_gain']:.3f}",
+                           f"{p['predicted_gain']:.3f}", f"{p['error_pct']:+.1f}%")
+                          for p in pairs],
+                         ("bf16 run", "fp8 run", "published", "predicted", "error"),
+                         align="llrrr"))
+    anomalous = data.get("anomalous") or []
+    out.append("anomalous runs (column `anomaly`, a written source-based reason): "
+               + ("; ".join(f"{a['id']}: {a['reason']}" for a in anomalous) or "none"))
+    return out
 
 
 CONSTANTS = ("matmul_max", "half_dim", "layer_overhead_s", "attention_ratio", "fp8_ratio")
@@ -108,3 +142,25 @@ def render_calibration(data: dict[str, Any]) -> str:
         rows.append((family, "rms log error (in-sample)", num(f["rms_log_error"]),
                      f"({f['runs']} fit runs)"))
     return table(rows, ("family", "constant", "fitted", "catalog"), align="llrr")
+
+
+RESIDUALS_HEADER = """\
+# Prediction-interval residuals (gpuplan.search.intervals). GENERATED, do not edit: regenerate
+# with `gpuplan validate --calibrate --residuals > src/gpuplan/data/residuals.toml`.
+# Each row: quantiles of actual / predicted time over the known runs of one (family, stack
+# calibration group) of data/published_runs.csv, each run predicted by constants fitted
+# without its source (leave-one-source-out); 'pooled' covers every run. Method and coverage:
+# docs/calibration.md, "Prediction intervals".
+"""
+
+
+def residuals_toml(table: dict[str, dict[str, Any]], as_of: str) -> str:
+    """data/residuals.toml from `calibrate.groups.residual_table`."""
+    out = [RESIDUALS_HEADER]
+    for key, r in table.items():
+        out += [f"[residuals.{key}]", f'family = "{r["family"]}"', f'stack = "{r["stack"]}"',
+                f"runs = {r['runs']}", f"p10 = {r['p10']:.3f}", f"p50 = {r['p50']:.3f}",
+                f"p90 = {r['p90']:.3f}",
+                'source = "gpuplan validate --calibrate --residuals (leave-one-source-out '
+                'residuals of data/published_runs.csv)"', f'as_of = "{as_of}"', ""]
+    return "\n".join(out)

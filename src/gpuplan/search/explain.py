@@ -66,7 +66,7 @@ def plan_row(rows: Rows, i: int, meta: list[PriceRow], req: Request) -> PlanRow:
         cash_up_front_usd=float(rows["capex_usd"][i]) if plat.acquisition == "own" else 0.0,
         export_cn=acc.export_cn, vendor=acc.vendor, efficiency_is_guess=bool(rows["guess"][i]),
         stack=STACKS[int(rows["stack"][i])] if "stack" in rows else STACKS[0],
-        **_spot_spread(price))
+        **_spot_spread(price), **_ranges(rows, i))
 
 
 def _spot_spread(price: PriceRow) -> dict[str, Any]:
@@ -80,6 +80,18 @@ def _spot_spread(price: PriceRow) -> dict[str, Any]:
             "spot_observations": o.spot_observations}
 
 
+def _ranges(rows: Rows, i: int) -> dict[str, float | None]:
+    """The P10/P90 fields of one plan row (search.intervals ratios times its figures)."""
+    if "q10" not in rows:
+        return {}
+    out: dict[str, float | None] = {}
+    for field, key in (("step_time_s", "step_s"), ("time_to_train_days", "days"),
+                       ("cost_usd", "cost_usd")):
+        for q in ("10", "90"):
+            out[f"{field}_p{q}"] = float(rows[key][i] * rows[f"q{q}"][i])
+    return out
+
+
 def assumptions(site: Site) -> Assumptions:
     return Assumptions(
         own_years=site.years, own_utilization=site.utilization,
@@ -90,11 +102,12 @@ def assumptions(site: Site) -> Assumptions:
 
 
 def objective_key(rows: Rows, objective: str) -> tuple[np.ndarray, ...]:
+    days, cost = rows.get("rank_days", rows["days"]), rows.get("rank_cost_usd", rows["cost_usd"])
     if objective == "time":
-        return rows["cost_usd"], rows["days"]  # lexsort: last key is primary
+        return cost, days  # lexsort: last key is primary
     if objective == "energy":
-        return rows["cost_usd"], rows["energy_kwh"]
-    return rows["days"], rows["cost_usd"]
+        return cost, rows["energy_kwh"]
+    return days, cost
 
 
 def _dedupe(rows: Rows, order: np.ndarray) -> np.ndarray:
@@ -108,10 +121,11 @@ def _constraints(req: Request, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
     """(late, over): rows that miss the deadline; rows over the budget. The budget caps money
     spent: the cloud bill, or for owned hardware the purchase when it exceeds the run's share
     of the cluster's lifetime cost."""
-    late = rows["days"] > req.deadline
+    late = rows.get("rank_days", rows["days"]) > req.deadline
     over = np.zeros(late.shape, dtype=bool)
     if req.budget_usd is not None:
-        over = np.maximum(rows["cost_usd"], rows["capex_usd"]) > req.budget_usd
+        cost = rows.get("rank_cost_usd", rows["cost_usd"])
+        over = np.maximum(cost, rows["capex_usd"]) > req.budget_usd
     return late, over
 
 

@@ -25,7 +25,8 @@ from ..spec import PRECISIONS, STACKS, Accelerator, Hardware, Offer, System
 from .platforms import DEFAULT_LATENCY_S, Platform, default_system, platform_of
 
 __all__ = ["Platform", "best_stack", "check_precision", "default_system", "efficiency_for",
-           "efficiency_rows", "hardware_for", "hardware_table", "peak_row"]
+           "efficiency_rows", "family_constants", "hardware_for", "hardware_table",
+           "pair_is_guess", "peak_row", "stack_group", "stack_row", "with_stack"]
 
 
 def _accelerator(cat: Catalog, accelerator: Accelerator | str) -> Accelerator:
@@ -123,7 +124,7 @@ def hardware_for(cat: Catalog, accelerator: Accelerator | str, *, precision: str
     return Hardware(**{**hw.__dict__, "peak_flops": hw.peak_flops_by_precision[:, code]})
 
 
-# --- efficiency by family ----------------------------------------------------------------------
+# --- efficiency by family and software stack ----------------------------------------------------
 
 # [efficiency.FAMILY] field (unit in the name) -> Efficiency field and factor to code units.
 # The catalog has validated every row against its schema and resolved `inherits`.
@@ -132,6 +133,8 @@ EFFICIENCY_FIELDS = {"matmul_max": ("matmul_max", 1.0), "half_dim": ("half_dim",
                      "layer_overhead_us": ("layer_overhead_s", 1e-6),
                      "attention_ratio": ("attention_ratio", 1.0),
                      "tp_overlap": ("tp_overlap", 1.0)}
+# [stack.NAME] fields that change the efficiency (pooled over families).
+STACK_FIELDS = ("matmul_scale", "fp8_ratio")
 
 
 def efficiency_rows(cat: Catalog) -> dict[str, dict[str, Any]]:
@@ -139,20 +142,75 @@ def efficiency_rows(cat: Catalog) -> dict[str, dict[str, Any]]:
     return cat.table("efficiency")
 
 
+def stack_row(cat: Catalog, stack: str | None) -> dict[str, Any]:
+    """The [stack.NAME] row (inheritance resolved); None = megatron."""
+    name = stack or STACKS[0]
+    table = cat.tables()["stack"]
+    if name not in table:
+        raise ConfigError(f"the catalog has no [stack.{name}] row (data/efficiency.toml); "
+                          f"choose one of: {', '.join(sorted(table))}")
+    return table[name]
+
+
+def stack_group(cat: Catalog, stack: str | None) -> str:
+    """The calibration group of a stack: the root of its `inherits` chain in [stack.NAME]
+    (nemo -> megatron: NeMo 2 / Megatron-Bridge run Megatron-Core)."""
+    table = cat.tables()["stack"]
+    seen = [stack or STACKS[0]]
+    while table.get(seen[-1], {}).get("inherits") and len(seen) <= len(table):
+        seen.append(str(table[seen[-1]]["inherits"]))
+    return seen[-1]
+
+
 def best_stack(cat: Catalog, family: str) -> str:
-    """The software stack `plan` assumes for a family when none is asked for: the one with the
-    most calibration runs on that family (ties: the first in `spec.STACKS`)."""
+    """The software stack `plan` assumes for a family when none is asked for: the first stack
+    of `spec.STACKS` whose calibration covers the family (its `fitted_families`), else the
+    first stack (a guess either way for a family no stack covers)."""
+    table = cat.tables()["stack"]
+    for name in STACKS:
+        if family in table.get(name, {}).get("fitted_families", ()):
+            return name
     return STACKS[0]
 
 
-def efficiency_for(cat: Catalog, families: Any, stack: str | None = None) -> Efficiency:
-    """Efficiency arrays for an array of family names; unknown families get the default row,
-    flagged `guess=True` (as is the default row itself)."""
+def family_constants(cat: Catalog, family: str) -> dict[str, float]:
+    """The constants of one family's row in code units (Efficiency field names); the default
+    row for a family without one."""
     table = efficiency_rows(cat)
+    row = table.get(family, table["default"])
+    return {name: float(row.get(key, 1.0)) * factor
+            for key, (name, factor) in EFFICIENCY_FIELDS.items()}
+
+
+def with_stack(values: dict[str, Any], stack: dict[str, Any]) -> dict[str, Any]:
+    """Family constants under a stack: matmul_max x matmul_scale (at most 1), fp8_ratio x the
+    stack's fp8_ratio. Broadcasts (the calibration passes grids)."""
+    out = dict(values)
+    out["matmul_max"] = np.minimum(np.asarray(values["matmul_max"], dtype=float)
+                                   * np.asarray(stack["matmul_scale"], dtype=float), 1.0)
+    out["fp8_ratio"] = (np.asarray(values.get("fp8_ratio", 1.0), dtype=float)
+                        * np.asarray(stack["fp8_ratio"], dtype=float))
+    return out
+
+
+def pair_is_guess(cat: Catalog, family: str, stack: str | None) -> bool:
+    """A (family, stack) pair is a guess unless the family has a row that is not a guess and
+    a fit run of its own under this stack's calibration (`fitted_families`)."""
+    table = efficiency_rows(cat)
+    srow = stack_row(cat, stack)
+    return (family not in table or bool(table[family]["guess"]) or bool(srow["guess"])
+            or family not in srow.get("fitted_families", ()))
+
+
+def efficiency_for(cat: Catalog, families: Any, stack: str | None = None) -> Efficiency:
+    """Efficiency arrays for an array of family names under one software stack (None =
+    megatron); unknown families get the default row. `guess` is True where the (family,
+    stack) pair has no calibration run of its own (`pair_is_guess`)."""
+    srow = stack_row(cat, stack)
     fams = np.atleast_1d(np.asarray(families, dtype=object))
-    rows = [table.get(str(f), table["default"]) for f in fams.ravel()]
-    out = {name: np.array([float(r[key]) * factor for r in rows]).reshape(fams.shape)
-           for key, (name, factor) in EFFICIENCY_FIELDS.items()}
-    guess = np.array([bool(r["guess"]) or str(f) not in table
-                      for f, r in zip(fams.ravel(), rows, strict=True)]).reshape(fams.shape)
+    rows = [with_stack(family_constants(cat, str(f)), srow) for f in fams.ravel()]
+    out = {name: np.array([float(r[name]) for r in rows]).reshape(fams.shape)
+           for name, _ in EFFICIENCY_FIELDS.values()}
+    guess = np.array([pair_is_guess(cat, str(f), stack) for f in fams.ravel()]
+                     ).reshape(fams.shape)
     return Efficiency(**out, guess=guess)

@@ -27,6 +27,7 @@ from .evaluate import Site, memory_per_gpu, outcome, time_per_step
 from .explain import OBJECTIVES, finish
 from .grid import Axes, gpu_counts, model_axes, product
 from .hardware import best_stack, efficiency_for, hardware_table
+from .intervals import at_confidence, interval
 from .platforms import Filters, Platform, PriceRow, group_by_physics, select_platforms
 from .results import Excluded, PlanResult, PlanRow, SizeResult
 from .single import host_watts_per_gpu, price_rows
@@ -196,6 +197,10 @@ def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np
         overhead_s=t.overhead_s, compute_s=t.compute_s, matmul_efficiency=t.matmul_efficiency,
         matmul_max=eff.matmul_max), g["step_s"].shape).copy()
     g["guess"] = np.broadcast_to(np.asarray(eff.guess, dtype=bool), g["step_s"].shape).copy()
+    iv = interval(cat, acc.family, stack, bool(np.asarray(eff.guess).reshape(-1)[0]))
+    for key, value in (("q10", iv.p10), ("q90", iv.p90),
+                       ("q_rank", at_confidence(iv, req.confidence))):
+        g[key] = np.full(g["step_s"].shape, value)
     ok = tally.apply(acc.id, np.ones(g["step_s"].shape, dtype=bool),
                      [fz.runs_check(g["step_s"], g["tokens_per_s"])])
     g = _take(g, ok)
@@ -268,6 +273,9 @@ def _price(req: Request, g: dict[str, np.ndarray], price: PriceRow, host_watts: 
     for key in ("goodput", "useful_days", "gpu_hours", "co2e_kg"):
         rows[key] = np.broadcast_to(np.asarray(getattr(o, key), dtype=float), shape).copy()
     rows["capex_usd"] = rows["gpus"] * price.capex_per_gpu
+    # what constraints and ranking use: the median, or the --confidence quantile
+    rows["rank_days"] = rows["days"] * rows["q_rank"]
+    rows["rank_cost_usd"] = rows["cost_usd"] * rows["q_rank"]
     rows["meta"] = np.full(rows["gpus"].size, meta_id)
     ends = tally.apply(acc.id, np.ones(shape, dtype=bool), [fz.goodput_check(rows["days"])])
     rows = _take(rows, ends)

@@ -115,6 +115,17 @@ class Estimate:
     usd_per_gpu_hour: float | None = None
     cost_usd: float | None = None
     finetune: Any = None  # search.finetune.FineTuneInfo when the method is not 'full'
+    # P10-P90 ranges (search.intervals): the figure x actual/predicted time of its group
+    interval_group: str = ""  # the residual group: 'FAMILY/STACK', 'pooled', ...
+    step_time_s_p10: float | None = None
+    step_time_s_p90: float | None = None
+    time_to_train_days_p10: float | None = None
+    time_to_train_days_p90: float | None = None
+    gpu_hours_p10: float | None = None
+    gpu_hours_p90: float | None = None
+    cost_usd_p10: float | None = None
+    cost_usd_p90: float | None = None
+    power_limit_watts: float | None = None  # the --power-limit-watts the GPUs ran at
 
 
 # --- plan ----------------------------------------------------------------------------------
@@ -165,6 +176,13 @@ class PlanRow:
     # GPU-hour over the observations whose median usd_per_gpu_hour is, and their count
     spot_spread_usd_per_gpu_hour: tuple[float, float] | None = None
     spot_observations: int = 0
+    # P10-P90 ranges (search.intervals)
+    step_time_s_p10: float | None = None
+    step_time_s_p90: float | None = None
+    time_to_train_days_p10: float | None = None
+    time_to_train_days_p90: float | None = None
+    cost_usd_p10: float | None = None
+    cost_usd_p90: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

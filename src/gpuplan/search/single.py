@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from . import feasibility as fz
 from .evaluate import Site, outcome, own_cost, physics, site_from_catalog
 from .fit import fit_options
 from .hardware import check_precision, default_system, efficiency_for, hardware_table
+from .intervals import Interval, interval
 from .platforms import (
     Platform,
     PriceRow,
@@ -96,6 +98,29 @@ def resolve_platform(cat: Catalog, gpu: Accelerator, offer: str | None,
     return default_platform(cat, gpu)
 
 
+# A power-limited GPU runs its tensor cores at a lower clock. Model: dynamic power ~ C V^2 f
+# with the voltage scaling roughly with the clock over the DVFS range, so power ~ f^3 and the
+# clock (and the peak FLOP/s) ~ (limit / TDP)^(1/3), capped at 1; HBM and link bandwidth are
+# unchanged. An assumption (no vendor perf-vs-power curve is in the catalog), stated as such
+# in docs/calibration.md.
+POWER_EXPONENT = 1.0 / 3.0
+
+
+def power_factor(tdp_watts: float, limit_watts: float) -> float:
+    """Clock (and peak FLOP/s) factor of a GPU held to `limit_watts`."""
+    if not (limit_watts > 0 and np.isfinite(limit_watts)):
+        raise ConfigError(f"--power-limit-watts must be a number above 0, got {limit_watts:g}")
+    return min(1.0, (limit_watts / tdp_watts) ** POWER_EXPONENT)
+
+
+def power_limited(hw: Any, gpu: Accelerator, limit_watts: float) -> Any:
+    """Hardware with peak FLOP/s scaled by `power_factor` and the limit as its power."""
+    f = power_factor(gpu.tdp_watts, limit_watts)
+    return replace(hw, peak_flops=hw.peak_flops * f,
+                   peak_flops_by_precision=hw.peak_flops_by_precision * f,
+                   tdp_watts=np.minimum(hw.tdp_watts, limit_watts))
+
+
 def _layout_info(layout: Layout) -> LayoutInfo:
     v = layout.scalars()
     return LayoutInfo(
@@ -124,12 +149,17 @@ def _warnings(plat: Platform, layout: Layout, gpus: int, memory_bytes: Any, capa
 def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *, gpus: int,
              tokens: float | None, offer: str | None, system: str | None,
              usd_per_gpu_hour: float | None, pricing: str | None,
-             overrides: dict[str, float | None]) -> Estimate:
+             overrides: dict[str, float | None],
+             power_limit_watts: float | None = None) -> Estimate:
     check_precision(gpu, PRECISIONS[int(layout.precision)])
     site = site_from_catalog(cat, **overrides)
     plat = resolve_platform(cat, gpu, offer, system)
     hw = hardware_table(cat, [(gpu, plat)])
-    eff = efficiency_for(cat, hw.family, STACKS[int(np.asarray(layout.stack).item())])
+    stack = STACKS[int(np.asarray(layout.stack).item())]
+    eff = efficiency_for(cat, hw.family, stack)
+    if power_limit_watts is not None:
+        hw = power_limited(hw, gpu, power_limit_watts)
+    iv = interval(cat, gpu.family, stack, bool(np.asarray(eff.guess).reshape(-1)[0]))
     ph = physics(model, layout, hw, eff, site)
     mem, t = ph.memory, ph.timing
     cap = float(hw.memory_bytes[0])
@@ -157,25 +187,33 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
         efficiency_is_guess=bool(np.asarray(t.efficiency_guess).reshape(-1)[0]),
         time_breakdown_s=tuple((k, first(getattr(t, k)) if runs else 0.0)
                                for k in TIMING_PARTS),
-        tokens=tokens)
+        tokens=tokens, interval_group=iv.group, power_limit_watts=power_limit_watts,
+        step_time_s_p10=step * iv.p10 if runs else None,
+        step_time_s_p90=step * iv.p90 if runs else None)
     if not runs:
         return Estimate(**base, feasible=False, infeasible_reason=fz.NO_LINK)
     if tokens is None:
         return Estimate(**base, feasible=True, infeasible_reason=None)
-    return _with_run(cat, base, plat, gpu, model, site, pricing, usd_per_gpu_hour)
+    return _with_run(cat, base, plat, gpu, model, site, pricing, usd_per_gpu_hour, iv)
 
 
 def _with_run(cat: Catalog, base: dict[str, Any], plat: Platform, gpu: Accelerator,
               model: ModelSpec, site: Site, pricing: str | None,
-              usd_per_gpu_hour: float | None) -> Estimate:
+              usd_per_gpu_hour: float | None, iv: Interval) -> Estimate:
     """Days, money and energy of training on `tokens` (a run that never ends is infeasible)."""
     mode_name, rate = _price(cat, plat, pricing, usd_per_gpu_hour, site)
     o = outcome(tokens=base["tokens"], tokens_per_s=base["tokens_per_s"], gpus=base["gpus"],
                 gpus_per_node=plat.gpus_per_node, params=model.total_params(),
                 mode=costm.mode_code(mode_name or "on-demand"),
-                usd_per_gpu_hour=rate if rate is not None else 0.0, tdp_watts=gpu.tdp_watts,
+                usd_per_gpu_hour=rate if rate is not None else 0.0,
+                tdp_watts=min(gpu.tdp_watts, base["power_limit_watts"] or gpu.tdp_watts),
                 host_watts_per_gpu=host_watts_per_gpu(cat, plat), site=site)
-    days = first(o.days)
+    days, hours = first(o.days), first(o.gpu_hours)
+    cost = first(o.cost_usd) if rate is not None else None
+    ranges = dict(time_to_train_days_p10=days * iv.p10, time_to_train_days_p90=days * iv.p90,
+                  gpu_hours_p10=hours * iv.p10, gpu_hours_p90=hours * iv.p90,
+                  cost_usd_p10=None if cost is None else cost * iv.p10,
+                  cost_usd_p90=None if cost is None else cost * iv.p90)
     if fz.broken([fz.goodput_check(days)]):
         return Estimate(**base, feasible=False, infeasible_reason=fz.NO_GOODPUT,
                         goodput=first(o.goodput), useful_days=first(o.useful_days),
@@ -183,12 +221,12 @@ def _with_run(cat: Catalog, base: dict[str, Any], plat: Platform, gpu: Accelerat
                         interruptions_per_hour=first(o.interruptions_per_hour),
                         pricing=mode_name, usd_per_gpu_hour=rate)
     return Estimate(
-        **base, feasible=True, infeasible_reason=None, time_to_train_days=days,
-        useful_days=first(o.useful_days), gpu_hours=first(o.gpu_hours), goodput=first(o.goodput),
+        **base, **ranges, feasible=True, infeasible_reason=None, time_to_train_days=days,
+        useful_days=first(o.useful_days), gpu_hours=hours, goodput=first(o.goodput),
         energy_kwh=first(o.energy_kwh), co2e_kg=first(o.co2e_kg),
         checkpoint_write_s=first(o.checkpoint_s),
         interruptions_per_hour=first(o.interruptions_per_hour), pricing=mode_name,
-        usd_per_gpu_hour=rate, cost_usd=first(o.cost_usd) if rate is not None else None)
+        usd_per_gpu_hour=rate, cost_usd=cost)
 
 
 def _price(cat: Catalog, plat: Platform, pricing: str | None, usd_per_gpu_hour: float | None,
