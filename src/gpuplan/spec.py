@@ -331,6 +331,11 @@ class Layout:
     offload: Any = False  # optimizer state offloaded to CPU (ZeRO-Offload)
     dropout: Any = False
     stack: Any = 0  # code into STACKS (0 = megatron)
+    # Decoder layers on the first / last pipeline stage (Megatron-LM's
+    # --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers); 0 = the default
+    # split of `estimators.shapes.stage_layers`.
+    first_stage_layers: Any = 0
+    last_stage_layers: Any = 0
 
     @property
     def gpus(self) -> Any:

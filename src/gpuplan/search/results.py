@@ -56,6 +56,10 @@ class LayoutInfo:
     flash: bool
     offload: bool
     stack: str = "megatron"  # a name of spec.STACKS
+    # decoder layers given for the first / last pipeline stage (0 = the default split,
+    # `estimators.shapes.stage_layers`)
+    first_stage_layers: int = 0
+    last_stage_layers: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
