@@ -126,12 +126,32 @@ def stage_layers(model: ModelSpec, pp: Any, vpp: Any = 1, first: Any = 0,
     `first`/`last`: explicit sizes (0 = the default split of the module docstring)."""
     pp, vpp = np.asarray(pp), np.asarray(vpp)
     first, last = np.asarray(first), np.asarray(last)
-    d = _default_split(model.layers, pp, vpp)
-    e = _explicit_split(model.layers, pp, first, last)
-    explicit = (first > 0) | (last > 0)
-    f, mid, la = (np.asarray(np.where(explicit, x, y), dtype=float)
-                  for x, y in zip(e, d, strict=True))
+    if first.ndim == last.ndim == 0 and first == 0 and last == 0:  # the default split alone
+        f, mid, la = _default_lookup(model.layers, pp, vpp)
+    else:
+        d = _default_split(model.layers, pp, vpp)
+        e = _explicit_split(model.layers, pp, first, last)
+        explicit = (first > 0) | (last > 0)
+        f, mid, la = (np.where(explicit, x, y) for x, y in zip(e, d, strict=True))
+    f, mid, la = (np.asarray(x, dtype=float) for x in (f, mid, la))
     return f, np.where(pp >= 3, mid, 0.0), la
+
+
+LOOKUP_MAX = 1 << 14  # (pp, vpp) table entries worth building for a large grid
+
+
+def _default_lookup(L: int, pp: Any, vpp: Any) -> tuple[Any, Any, Any]:
+    """`_default_split`, read from a table of every (pp, vpp) up to the grid's largest when the
+    grid is large and that table small: the same numbers, ~10x faster on a million layouts."""
+    if pp.size + vpp.size < 4096 or min(pp.min(), vpp.min()) < 1:
+        return _default_split(L, pp, vpp)
+    P, V = int(pp.max()), int(vpp.max())
+    if (P + 1) * (V + 1) > LOOKUP_MAX:
+        return _default_split(L, pp, vpp)
+    table = _default_split(L, *np.meshgrid(np.arange(1, P + 1), np.arange(1, V + 1),
+                                           indexing="ij"))
+    i, j = pp.astype(np.intp) - 1, vpp.astype(np.intp) - 1
+    return tuple(t[i, j] for t in table)  # type: ignore[return-value]
 
 
 def shard_group(dp: Any, cp: Any) -> Any:
@@ -190,13 +210,17 @@ def pipeline_stages(model: ModelSpec, tp: Any, pp: Any, ep: Any, vpp: Any = 1, f
     n = stage_layers(model, pp, vpp, first, last)
     emb, head = _roots(model, tp, pp)
     roots = (emb, 0.0, head)
+    if not model.is_moe:
+        return tuple(  # type: ignore[return-value]
+            StageParams(dense=lay * (attn + mlp) + r, expert=0.0, unit=attn + mlp,
+                        unit_expert=0.0, root=r, dense_layers=lay, moe_layers=0.0)
+            for lay, r in zip(n, roots, strict=True))
     start = (0.0, n[0], model.layers - n[2])  # first layer index of each rank's layers
-    experts = (model.experts / ep) * model.expert_params() / tp if model.is_moe else 0.0
-    other = (model.shared_experts * model.expert_params() / tp + model.hidden * model.experts
-             if model.is_moe else 0.0)
+    experts = (model.experts / ep) * model.expert_params() / tp
+    other = model.shared_experts * model.expert_params() / tp + model.hidden * model.experts
     out = []
     for lay, a, r in zip(n, start, roots, strict=True):
-        nm = (lay - np.clip(model.dense_layers - a, 0, lay)) if model.is_moe else 0.0 * lay
+        nm = lay - np.clip(model.dense_layers - a, 0, lay)  # dense layers come first
         nd = lay - nm
         moe_wins = (nm > 0) & ((nd == 0) | (experts + other >= mlp))
         unit = attn + np.where(moe_wins, experts + other, mlp)

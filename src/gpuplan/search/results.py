@@ -160,6 +160,7 @@ class PlanRow:
     vendor: str
     efficiency_is_guess: bool
     stack: str = "megatron"  # a name of spec.STACKS
+    vpp: int = 1  # interleaved pipeline chunks per rank
 
 
 @dataclass(frozen=True, kw_only=True)
