@@ -72,8 +72,8 @@ from .shapes import (
     act_element_bytes,
     expert_shard_group,
     kv_width_per_rank,
-    shard_group,
     pipeline_stages,
+    shard_group,
     sharded_params,
     tokens_per_rank,
 )

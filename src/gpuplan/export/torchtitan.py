@@ -18,9 +18,8 @@ Mapping from the plan:
 
 from __future__ import annotations
 
-from typing import Any
-
 import math
+from typing import Any
 
 from ._emit import toml_table
 from ._job import Job, commented, header, job_of

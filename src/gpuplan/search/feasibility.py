@@ -29,8 +29,8 @@ OFFER_CAP = "offer_cap"
 NO_GOODPUT = "no_goodput"
 DEADLINE = "misses_deadline"
 BUDGET = "over_budget"
-ORDER = (DIVIDE, TP_DOMAIN, LAYOUT, INTERLEAVE, FP8_MISSING, CONSUMER, OOM, NO_LINK, OFFER_CAP, NO_GOODPUT,
-         DEADLINE, BUDGET)
+ORDER = (DIVIDE, TP_DOMAIN, LAYOUT, INTERLEAVE, FP8_MISSING, CONSUMER, OOM, NO_LINK, OFFER_CAP,
+         NO_GOODPUT, DEADLINE, BUDGET)
 
 # Advisory (estimate text and plan notes; never an exclusion).
 SMALL_MICRO_BATCH = "micro_batch_too_small"
