@@ -61,6 +61,7 @@ Conventions and sources (each formula is repeated beside its function):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -88,6 +89,7 @@ __all__ = [
     "logits_bytes",
     "inflight_microbatches",
     "stage_breakdowns",
+    "most_loaded_total",
 ]
 
 # SwiGLU MLP tensors saved for backward, in units of s*b*ffn elements, for the unfused PyTorch
@@ -363,6 +365,15 @@ def memory_breakdown(
                 out[f.name] = np.empty(size, dtype=arr.dtype)
             out[f.name][lo:lo + CHUNK] = arr
     return MemoryBreakdown(**{k: v.reshape(shape) for k, v in out.items()})
+
+
+def most_loaded_total(model: ModelSpec, layout: Layout, *, runtime_overhead_bytes: float,
+                      fragmentation: float) -> Any:
+    """`memory_breakdown(...).total` alone (the search needs no parts): the largest stage
+    total, without selecting every part of the most loaded stage."""
+    return functools.reduce(np.maximum, [d["total"] for d in _stage_dicts(
+        model, layout, runtime_overhead_bytes=runtime_overhead_bytes,
+        fragmentation=fragmentation)])
 
 
 def stage_breakdowns(model: ModelSpec, layout: Layout, *, runtime_overhead_bytes: float,

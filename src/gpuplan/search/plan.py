@@ -20,10 +20,11 @@ import numpy as np
 from ..catalog import Catalog
 from ..errors import ConfigError
 from ..estimators import cost as costm
+from ..estimators import memory
 from ..spec import PRECISIONS, RECOMPUTE, STACKS, Layout, ModelSpec
 from ..units import GiB
 from . import feasibility as fz
-from .evaluate import Site, memory_per_gpu, outcome, time_per_step
+from .evaluate import Site, outcome, time_per_step
 from .explain import OBJECTIVES, finish
 from .grid import Axes, gpu_counts, model_axes, product
 from .hardware import best_stack, efficiency_for, hardware_table
@@ -142,7 +143,10 @@ def layout_table(req: Request, counts: np.ndarray, axes: Axes) -> LayoutTable:
          else {k: np.zeros(0, dtype=np.int64) for k in _ROW_KEYS})
     mem = np.full(g["gpus"].size, np.nan)
     if g["gpus"].size:
-        mem = np.asarray(memory_per_gpu(req.model, _layout(g, req), req.site).total, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            mem = np.asarray(memory.most_loaded_total(
+                req.model, _layout(g, req), runtime_overhead_bytes=req.site.runtime_overhead_bytes,
+                fragmentation=req.site.fragmentation), dtype=float)
     starts = np.concatenate(([0], np.cumsum([p["gpus"].size for p in parts], dtype=np.int64)))
     return LayoutTable(g=g, starts=starts, position={int(c): i for i, c in enumerate(counts)},
                        tp_values=tp_values, dropped=dropped, memory_bytes=mem)
