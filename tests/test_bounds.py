@@ -45,10 +45,12 @@ BASE = ["estimate", "--model", "llama2-7b", "--gpu", "h100"]
 @pytest.mark.parametrize("extra, message", [
     (["--tp", str(BIG)], "--tp 1,000,000,000 is more than the model's 32 attention heads; "
                          "use a divisor such as 32"),
-    (["--pp", str(BIG)], "--pp 1,000,000,000 (x 1 interleaved stages) is more than the model's "
-                         "32 layers; use a divisor such as 32"),
-    (["--vpp", str(BIG)], "--pp 1 (x 1,000,000,000 interleaved stages) is more than the "
+    (["--pp", str(BIG)], "--pp 1,000,000,000 x --vpp 1 pipeline stages are more than the "
+                         "model's 32 layers"),
+    (["--vpp", str(BIG)], "--pp 1 x --vpp 1,000,000,000 pipeline stages are more than the "
                           "model's 32 layers"),
+    (["--first-stage-layers", str(BIG)], "--first-stage-layers 1,000,000,000 and "
+     "--last-stage-layers 0 must be from 0 (the default split) to the model's 32 layers"),
     (["--micro-batch", str(BIG), "--global-batch", str(BIG)],
      "--micro-batch and --global-batch must be from 1 to 16,777,216 sequences, got "
      "1,000,000,000 and 1,000,000,000"),
@@ -138,13 +140,15 @@ def test_layout_check_and_valid_mask_are_one_definition():
 
     model = ModelSpec(id="m", name="m", layers=8, hidden=256, heads=8, kv_heads=2, ffn=1024,
                       vocab=1000)
-    cases = [dict(), dict(tp=3), dict(tp=16), dict(pp=3), dict(pp=16), dict(ep=2, dp=2,
+    cases = [dict(), dict(tp=3), dict(tp=16), dict(pp=2, first_stage_layers=8), dict(pp=16),
+             dict(pp=4, vpp=3), dict(last_stage_layers=9), dict(ep=2, dp=2,
              global_batch=2), dict(cp=3, seq_len=512), dict(cp=1024, seq_len=512),
              dict(zero=4), dict(micro_batch=4, global_batch=2), dict(dp=3, global_batch=4),
              dict(tp=0), dict(global_batch=MAX_BATCH + 1), dict(seq_len=0), dict(vpp=3)]
     grid = Layout(**{f: np.array([c.get(f, getattr(Layout(), f)) for c in cases])
                      for f in ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch",
-                               "global_batch", "seq_len")})
+                               "global_batch", "seq_len", "first_stage_layers",
+                               "last_stage_layers")})
     mask = grid.valid_mask(model)
     for ok, c in zip(mask, cases, strict=True):
         try:

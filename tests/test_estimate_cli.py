@@ -54,7 +54,8 @@ def test_tokens_suffixes_agree_and_cost_is_rate_times_gpu_hours(run_json):
 @pytest.mark.parametrize("extra, message", [
     (["--gpus", "60"], "--gpus 60 is not divisible by tp*pp*cp = 16"),
     (["--tp", "3", "--gpus", "6"], "does not divide the model's 64 attention heads"),
-    (["--pp", "3", "--gpus", "24"], "does not divide the model's 80 layers"),
+    (["--pp", "4", "--gpus", "32", "--first-stage-layers", "78"], "leave 2 of the model's 80 "
+     "layers for the other 3 pipeline stages; each needs at least one"),
     (["--micro-batch", "64", "--global-batch", "64"], "exceeds --global-batch"),
     (["--precision", "fp8"], "a100-80gb has no FP8"),
     (["--precision", "int4"], "unknown precision 'int4'"),

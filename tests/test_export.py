@@ -13,7 +13,7 @@ from conftest import golden
 from gpuplan.errors import ConfigError, UnknownIdError
 from gpuplan.export import TARGETS, export, record_from
 from gpuplan.export._emit import yaml_lines
-from gpuplan.export._job import job_of, uneven_stages
+from gpuplan.export._job import job_of
 from gpuplan.export.deepspeed import JSON_MARK
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -187,13 +187,3 @@ def test_record_from_rejects_bad_documents():
         record_from({"hello": 1})
     with pytest.raises(ConfigError, match="has no 'tp'"):
         export({k: v for k, v in plan_record().items() if k != "tp"}, "megatron")
-
-
-@pytest.mark.parametrize(("layers", "pp", "expected"),
-                         [(126, 16, (7, 7)), (80, 4, None), (30, 4, (7, 7)), (5, 4, None)])
-def test_uneven_stages_cover_all_layers(layers, pp, expected):
-    split = uneven_stages(layers, pp)
-    assert split == expected
-    if split:
-        middle = -(-layers // pp)
-        assert sum(split) + middle * (pp - 2) == layers

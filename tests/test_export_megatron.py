@@ -34,7 +34,8 @@ SWITCHES = (
     "group-query-attention", "swiglu", "disable-bias-linear",
     "untie-embeddings-and-output-weights", "sequence-parallel", "use-distributed-optimizer",
     "overlap-grad-reduce", "overlap-param-gather", "use-megatron-fsdp", "optimizer-cpu-offload",
-    "bf16", "fp16", "multi-latent-attention",
+    "bf16", "fp16", "multi-latent-attention", "account-for-embedding-in-pipeline-split",
+    "account-for-loss-in-pipeline-split",
 )
 CHOICES = {
     "normalization": ("LayerNorm", "RMSNorm"),
@@ -109,14 +110,21 @@ def test_fp8_recipe_follows_architecture():
 
 
 def test_uneven_pipeline_and_moe_model():
+    """Issue 11: 126 + 2 layers split over 16 stages as Megatron-LM's account-for-embedding/loss
+    flags do (7, 8 x 14, 7); DeepSeek-V3's 61 + 2 do not divide by 16, so the plan's split
+    (3, 4 x 14, 2) is written as explicit first/last stage sizes."""
     rec = {**plan_record(2), "model": "llama3-405b", "pp": 16, "dp": 16}
     ns = megatron_spec().parse_args(megatron_argv(export(rec, "megatron")))
-    assert (ns.num_layers, ns.decoder_first_pipeline_num_layers,
-            ns.decoder_last_pipeline_num_layers) == (126, 7, 7)
-    moe = {**plan_record(2), "model": "deepseek-v3", "ep": 8}
+    assert ns.num_layers == 126 and ns.decoder_first_pipeline_num_layers is None
+    assert ns.account_for_embedding_in_pipeline_split and ns.account_for_loss_in_pipeline_split
+    moe = {**plan_record(2), "model": "deepseek-v3", "ep": 8, "pp": 16, "dp": 16}
     ns = megatron_spec().parse_args(megatron_argv(export(moe, "megatron")))
     assert ns.num_experts == 256 and ns.moe_router_topk == 8
     assert ns.expert_model_parallel_size == 8 and ns.multi_latent_attention
+    assert (ns.decoder_first_pipeline_num_layers, ns.decoder_last_pipeline_num_layers) == (3, 2)
+    given = {**rec, "first_stage_layers": 6, "last_stage_layers": 8}
+    ns = megatron_spec().parse_args(megatron_argv(export(given, "megatron")))
+    assert (ns.decoder_first_pipeline_num_layers, ns.decoder_last_pipeline_num_layers) == (6, 8)
 
 
 def test_custom_model_says_what_to_add():

@@ -104,7 +104,8 @@ def _layout(model: ModelSpec, *, gpus: int | None, tp: int, pp: int, cp: int, ep
             dp: int | None, vpp: int, zero: int, fsdp: bool, micro_batch: int,
             global_batch: int | None, seq_len: int | None, precision: str, optimizer: str,
             recompute: str, offload: bool, sp: bool, flash_attention: bool, dropout: bool,
-            stack: str = "megatron") -> tuple[Any, int]:
+            stack: str = "megatron", first_stage_layers: int = 0,
+            last_stage_layers: int = 0) -> tuple[Any, int]:
     from .spec import OPTIMIZERS, PRECISIONS, RECOMPUTE, STACKS, Layout, code
 
     if fsdp and zero not in (0, 3):
@@ -127,7 +128,8 @@ def _layout(model: ModelSpec, *, gpus: int | None, tp: int, pp: int, cp: int, ep
         precision=code(PRECISIONS, precision.lower(), "precision"),
         optimizer=code(OPTIMIZERS, optimizer.lower(), "optimizer"),
         sp=sp, flash=flash_attention, offload=offload, dropout=dropout,
-        stack=code(STACKS, (stack or "megatron").lower(), "software stack"))
+        stack=code(STACKS, (stack or "megatron").lower(), "software stack"),
+        first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers)
     layout.check(model, gpus)
     return layout, gpus
 
@@ -178,7 +180,8 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
              global_batch: int | None = None, seq_len: int | None = None,
              precision: str = "bf16", optimizer: str = "adamw", recompute: str = "none",
              offload: bool = False, sp: bool = True, flash_attention: bool = True,
-             dropout: bool = False, stack: str = "megatron",
+             dropout: bool = False, stack: str = "megatron", first_stage_layers: int = 0,
+             last_stage_layers: int = 0,
              tokens: str | float | None = None, offer: str | None = None,
              system: str | None = None, usd_per_gpu_hour: float | None = None,
              pricing: str | None = None, power_limit_watts: float | None = None,
@@ -208,7 +211,9 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
                         fsdp=fsdp, micro_batch=micro_batch, global_batch=global_batch,
                         seq_len=seq_len, precision=precision, optimizer=optimizer,
                         recompute=recompute, offload=offload, sp=sp,
-                        flash_attention=flash_attention, dropout=dropout, stack=stack)
+                        flash_attention=flash_attention, dropout=dropout, stack=stack,
+                        first_stage_layers=first_stage_layers,
+                        last_stage_layers=last_stage_layers)
     if offer and usd_per_gpu_hour is not None:
         raise ConfigError("give either --offer or --usd-per-gpu-hour, not both")
     value = _tokens(tokens)

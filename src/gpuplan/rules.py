@@ -39,7 +39,8 @@ MODEL_MAX = {"layers": MAX_LAYERS, "hidden": MAX_WIDTH, "heads": MAX_WIDTH,
 
 # The integer fields of a Layout under the short names the formulas use.
 LAYOUT_NAMES = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep", "vpp": "vpp",
-                "zero": "zero", "mb": "micro_batch", "gb": "global_batch", "seq": "seq_len"}
+                "zero": "zero", "mb": "micro_batch", "gb": "global_batch", "seq": "seq_len",
+                "first": "first_stage_layers", "last": "last_stage_layers"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +58,8 @@ class LayoutArrays:
     mb: Any
     gb: Any
     seq: Any
+    first: Any  # decoder layers on the first pipeline stage (0 = the default split)
+    last: Any  # on the last stage
 
     @staticmethod
     def read(layout: Any, dtype: Any = None) -> dict[str, np.ndarray]:
@@ -94,7 +97,12 @@ def _rules(v: LayoutArrays, m: Any, gpus: int | None) -> Iterator[tuple[str, Any
     yield "batch_range", (v.mb >= 1) & (v.gb >= 1) & (v.mb <= MAX_BATCH) & (v.gb <= MAX_BATCH)
     yield "seq_range", (v.seq >= 1) & (v.seq <= MAX_SEQ_LEN)
     yield "tp_range", v.tp <= m.heads
-    yield "pp_range", (v.pp <= m.layers) & (v.vpp <= m.layers) & (v.pp * v.vpp <= m.layers)
+    # Uneven stages (Megatron-LM, torchtitan): pp*vpp virtual stages over the layers plus the
+    # embedding and the loss counted as one layer each (`estimators.shapes.stage_layers`).
+    yield "pp_range", (v.pp <= m.layers) & (v.vpp <= m.layers) & (v.pp * v.vpp <= m.layers + 2)
+    yield "vpp", (v.vpp == 1) | (v.pp > 1)
+    yield "stage_range", ((v.first >= 0) & (v.last >= 0) & (v.first <= m.layers)
+                          & (v.last <= m.layers))
     if m.is_moe:
         yield "ep_range", v.ep <= m.experts
     else:
@@ -104,7 +112,7 @@ def _rules(v: LayoutArrays, m: Any, gpus: int | None) -> Iterator[tuple[str, Any
         yield "gpus", v.tp * v.pp * v.cp * v.dp == gpus
     # KV heads are split across TP ranks, or replicated when tp exceeds them (Megatron-LM).
     yield "tp", (m.heads % v.tp == 0) & ((m.kv_heads % v.tp == 0) | (v.tp % m.kv_heads == 0))
-    yield "pp", m.layers % (v.pp * v.vpp) == 0
+    yield "stages", _stages_ok(v, m.layers)
     if m.is_moe:
         yield "ep", m.experts % v.ep == 0
     yield "ep_dp", v.dp % v.ep == 0
@@ -114,19 +122,39 @@ def _rules(v: LayoutArrays, m: Any, gpus: int | None) -> Iterator[tuple[str, Any
     yield "batch_multiple", v.gb % (v.mb * v.dp) == 0
 
 
+def _explicit_stages(v: Any, layers: int) -> tuple[Any, Any]:
+    """(other stages, layers left for them) once --first/--last-stage-layers are placed."""
+    explicit = (v.first > 0) * 1 + (v.last > 0) * 1
+    return v.pp - explicit, layers - v.first - v.last
+
+
+def _stages_ok(v: LayoutArrays, layers: int) -> Any:
+    """Explicit first/last stage sizes need pp > 1 and leave at least one layer for each other
+    stage (none, and exactly no layer, when both ends are given with pp = 2)."""
+    left, rest = _explicit_stages(v, layers)
+    default = (v.first == 0) & (v.last == 0)
+    return default | ((v.pp > 1) & (((left == 0) & (rest == 0)) | ((left > 0) & (rest >= left))))
+
+
+def _stages_message(v: dict[str, int], m: Any) -> str:
+    given = f"--first-stage-layers {v['first']} and --last-stage-layers {v['last']}"
+    if v["pp"] == 1:
+        return f"{given} need pipeline parallelism: use --pp 2 or more, or drop them"
+    left = v["pp"] - (v["first"] > 0) - (v["last"] > 0)  # the other stages
+    rest = m.layers - v["first"] - v["last"]  # their layers
+    if left == 0:
+        return (f"{given} must add up to the model's {m.layers} layers with --pp 2 "
+                f"(they add up to {v['first'] + v['last']})")
+    return (f"{given} leave {rest} of the model's {m.layers} layers for the other {left} "
+            f"pipeline stages; each needs at least one: lower them")
+
+
 def _n(x: int) -> str:
     """A typed number for a one-line message: with thousands separators, or its order of
     magnitude when it has more than 15 digits (a 3,000-digit value is not echoed)."""
     if abs(x) < 10**15:
         return f"{x:,}"
     return f"about 10^{int(math.log10(abs(x)) + 1e-9)}"
-
-
-def _pp_hint(d: int) -> str:
-    """The hint after a --pp the layers do not take; d: the divisor of the layers to offer."""
-    return (f"use a divisor such as {d}" if d > 1 else
-            "its layer count has no divisor other than 1 and itself, and uneven "
-            "pipeline stages are not modelled; use --pp 1")
 
 
 _Msg = Callable[[dict[str, int], Any, "int | None"], str]
@@ -150,11 +178,15 @@ _MESSAGES: dict[str, _Msg] = {
         f"--tp {v['tp']} does not divide the model's {m.heads} attention heads "
         f"({m.kv_heads} KV heads); use a divisor such as {largest_divisor(m.heads, v['tp'])}"),
     "pp_range": lambda v, m, g: (
-        f"--pp {_n(v['pp'])} (x {_n(v['vpp'])} interleaved stages) is more than the model's "
-        f"{m.layers} layers; {_pp_hint(m.layers)}"),
-    "pp": lambda v, m, g: (
-        f"--pp {v['pp']} (x {v['vpp']} interleaved stages) does not divide the model's "
-        f"{m.layers} layers; {_pp_hint(largest_divisor(m.layers, v['pp']))}"),
+        f"--pp {_n(v['pp'])} x --vpp {_n(v['vpp'])} pipeline stages are more than the model's "
+        f"{m.layers} layers (+ the embedding and the loss, {m.layers + 2} in all, when stages "
+        f"are uneven); lower --pp or --vpp"),
+    "vpp": lambda v, m, g: (
+        f"--vpp {_n(v['vpp'])} interleaves pipeline stages: it needs --pp 2 or more"),
+    "stage_range": lambda v, m, g: (
+        f"--first-stage-layers {_n(v['first'])} and --last-stage-layers {_n(v['last'])} must "
+        f"be from 0 (the default split) to the model's {m.layers} layers"),
+    "stages": lambda v, m, g: _stages_message(v, m),
     "ep_range": lambda v, m, g: (
         f"--ep {_n(v['ep'])} is more than the model's {m.experts} experts"),
     "ep": lambda v, m, g: f"--ep {v['ep']} does not divide the model's {m.experts} experts",

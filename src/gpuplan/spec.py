@@ -340,6 +340,11 @@ class Layout:
     dropout: Any = False
     stack: Any = 0  # code into STACKS (0 = megatron)
     schedule: Any = S_1F1B  # code into SCHEDULES
+    # Decoder layers on the first / last pipeline stage (Megatron-LM's
+    # --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers); 0 = the default
+    # split of `estimators.shapes.stage_layers`.
+    first_stage_layers: Any = 0
+    last_stage_layers: Any = 0
 
     @property
     def gpus(self) -> Any:

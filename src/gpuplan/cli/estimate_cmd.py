@@ -51,6 +51,11 @@ def register(sub: Any) -> None:
     g.add_argument("--dp", type=positive_int, help="data parallel degree (default: what is left)")
     g.add_argument("--vpp", type=positive_int, default=1,
                    help="interleaved pipeline stages per GPU (virtual pipeline)")
+    for end in ("first", "last"):
+        g.add_argument(f"--{end}-stage-layers", type=int, default=0, metavar="N",
+                       help=f"decoder layers on the {end} pipeline stage (Megatron-LM's "
+                       f"--decoder-{end}-pipeline-num-layers; default 0: even when pp*vpp "
+                       "divides the layers, else embedding and loss count as a layer each)")
     g.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0,
                    help="ZeRO stage: 1 optimizer, 2 +gradients, 3 +weights")
     g.add_argument("--fsdp", action="store_true", help="same as --zero 3")
@@ -90,7 +95,8 @@ def estimate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         dp=args.dp, vpp=args.vpp, zero=args.zero, fsdp=args.fsdp, micro_batch=args.micro_batch,
         precision=args.precision, optimizer=args.optimizer, recompute=args.recompute,
         offload=args.offload, sp=not args.no_sp, flash_attention=not args.no_flash_attention,
-        dropout=args.dropout, stack=args.stack, tokens=args.tokens, offer=args.offer,
+        dropout=args.dropout, stack=args.stack, first_stage_layers=args.first_stage_layers,
+        last_stage_layers=args.last_stage_layers, tokens=args.tokens, offer=args.offer,
         system=args.system,
         usd_per_gpu_hour=args.usd_per_gpu_hour, pricing=args.pricing,
         power_limit_watts=args.power_limit_watts, catalog=args.catalog,

@@ -41,14 +41,14 @@ Conventions and sources (each formula is repeated beside its function):
   matrices are split by tp; embeddings and the LM head are vocabulary-parallel (/tp); norm and
   router weights are replicated. KV heads are split by tp, or replicated when tp > kv_heads.
   MoE expert weights are split by tp too (expert tensor parallel = tp).
-- Pipeline parallelism: parameters per stage as `estimate.shapes.stages` places them
-  (Megatron-LM: embedding on the first stage, final norm and LM head on the last, a tied
-  embedding counted once on each stage that holds it). In a 1F1B schedule the first stage
-  holds min(pp, m) micro-batches of activations, the last stage one (Narayanan et al. 2021,
-  arXiv 2104.04473);
-  interleaved with vpp chunks the first stage holds pp * (1 + (pp - 1) / (pp * vpp))
-  micro-batches' worth of its layers (Korthikanti et al. 2022, arXiv 2205.05198, section 4.2.3).
-  The most loaded GPU is the first or the last stage, whichever total is larger.
+- Pipeline parallelism: layers and parameters per stage as `estimate.shapes.pipeline_stages`
+  places them (uneven stages included; Megatron-LM: embedding on the first stage, final norm
+  and LM head on the last, a tied embedding counted once on each stage that holds it). In a
+  1F1B schedule rank k holds min(pp - k, m) micro-batches of activations (Narayanan et al.
+  2021, arXiv 2104.04473); interleaved with vpp chunks, pp + (pp - 1 - 2k) / vpp micro-batches'
+  worth of its layers (Megatron-LM's warm-up of (pp - k - 1) * 2 + (vpp - 1) * pp chunks, + 1;
+  k = 0 is Korthikanti et al. 2022, arXiv 2205.05198, section 4.2.3). The most loaded GPU is
+  the first, the last or the second rank (the busiest middle one), whichever total is largest.
 - Activations per layer: Korthikanti et al. 2022 (arXiv 2205.05198), section 4, generalised to
   GQA, SwiGLU and squared ReLU (MLP_SAVED_FFN), flash attention, dropout on/off and fp32; see
   `layer_activation_bytes`.
@@ -61,6 +61,7 @@ Conventions and sources (each formula is repeated beside its function):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -74,9 +75,9 @@ from .shapes import (
     act_element_bytes,
     expert_shard_group,
     kv_width_per_rank,
+    pipeline_stages,
     shard_group,
     sharded_params,
-    stages,
     tokens_per_rank,
 )
 
@@ -90,6 +91,7 @@ __all__ = [
     "logits_bytes",
     "inflight_microbatches",
     "stage_breakdowns",
+    "most_loaded_total",
 ]
 
 # SwiGLU MLP tensors saved for backward, in units of s*b*ffn elements, for the unfused PyTorch
@@ -250,15 +252,15 @@ def layer_recompute_transient_bytes(model: ModelSpec, *, recompute: Any, **kw: A
     return _recompute_transient(_layer_acts(model, **kw), np.asarray(recompute, dtype=np.intp))
 
 
-def inflight_microbatches(pp: Any, vpp: Any, microbatches: Any) -> Any:
-    """Micro-batches of activations on the first stage.
+def inflight_microbatches(pp: Any, vpp: Any, microbatches: Any, rank: Any = 0) -> Any:
+    """Micro-batches of activations on pipeline rank `rank` (0 = the first stage).
 
-    1F1B: min(pp, m) (Narayanan et al. 2021, arXiv 2104.04473, section 2.2.1);
-    interleaved with vpp chunks: pp * (1 + (pp - 1) / (pp * vpp)) (Korthikanti et al. 2022,
-    section 4.2.3), also capped at m.
+    1F1B: min(pp - k, m) (Narayanan et al. 2021, arXiv 2104.04473, section 2.2.1);
+    interleaved with vpp chunks: pp + (pp - 1 - 2k) / vpp (Megatron-LM's warm-up chunks + 1,
+    over vpp; k = 0: Korthikanti et al. 2022, section 4.2.3), also capped at m.
     """
-    pp, vpp = np.asarray(pp), np.asarray(vpp)
-    held = np.where(vpp > 1, pp + (pp - 1) / vpp, pp)
+    pp, vpp, k = np.asarray(pp), np.asarray(vpp), np.asarray(rank)
+    held = np.where(vpp > 1, pp + (pp - 1 - 2 * k) / vpp, pp - k)
     return np.maximum(np.minimum(held, microbatches), 1.0)
 
 
@@ -304,7 +306,7 @@ class MemoryBreakdown:
     offloaded: Any  # on the CPU, not in total
     total: Any
     zero3_saving: Any  # not a part: weights ZeRO-3 saves against ZeRO-2 on this GPU
-    stage: Any  # 0 = first pipeline stage is the most loaded, 1 = last
+    stage: Any  # the most loaded pipeline rank: 0 = first, 1 = last, 2 = second (middle)
     # Fine-tuning (estimators/finetune.py), not parts: weights = base_weights + adapter_weights,
     # adapter_optimizer is within optimizer; tuned is True when the model is fine-tuned.
     base_weights: Any = 0.0
@@ -377,27 +379,37 @@ def memory_breakdown(
     return MemoryBreakdown(**{k: v.reshape(shape) for k, v in out.items()})
 
 
+def most_loaded_total(model: ModelSpec, layout: Layout, *, runtime_overhead_bytes: float,
+                      fragmentation: float) -> Any:
+    """`memory_breakdown(...).total` alone (the search needs no parts): the largest stage
+    total, without selecting every part of the most loaded stage."""
+    return functools.reduce(np.maximum, [d["total"] for d in _stage_dicts(
+        model, layout, runtime_overhead_bytes=runtime_overhead_bytes,
+        fragmentation=fragmentation)])
+
+
 def stage_breakdowns(model: ModelSpec, layout: Layout, *, runtime_overhead_bytes: float,
-                     fragmentation: float) -> tuple[MemoryBreakdown, MemoryBreakdown]:
-    """The breakdowns of a GPU of the first and of the last pipeline stage (equal when pp == 1);
-    `memory_breakdown` reports the larger of the two."""
-    f, la = _stage_dicts(model, layout, runtime_overhead_bytes=runtime_overhead_bytes,
+                     fragmentation: float) -> tuple[MemoryBreakdown, ...]:
+    """The breakdowns of a GPU of the first, the last and the second pipeline rank (stage codes
+    0, 1, 2; the first and last are equal when pp == 1, the second holds no layer when
+    pp < 3); `memory_breakdown` reports the largest."""
+    dicts = _stage_dicts(model, layout, runtime_overhead_bytes=runtime_overhead_bytes,
                          fragmentation=fragmentation)
-    shape = np.shape(np.asarray(f["total"] + la["total"]))
-    return tuple(  # type: ignore[return-value]
-        MemoryBreakdown(**{k: np.broadcast_to(v, shape) for k, v in d.items()},
-                        stage=np.full(shape, i, dtype=np.int8))
-        for i, d in enumerate((f, la)))
+    shape = np.shape(np.asarray(sum(d["total"] for d in dicts)))
+    return tuple(MemoryBreakdown(**{k: np.broadcast_to(v, shape) for k, v in d.items()},
+                                 stage=np.full(shape, i, dtype=np.int8))
+                 for i, d in enumerate(dicts))
 
 
 def _block(model: ModelSpec, layout: Layout, *, runtime_overhead_bytes: float,
            fragmentation: float) -> MemoryBreakdown:
-    f, la = _stage_dicts(model, layout, runtime_overhead_bytes=runtime_overhead_bytes,
+    dicts = _stage_dicts(model, layout, runtime_overhead_bytes=runtime_overhead_bytes,
                          fragmentation=fragmentation)
-    pick_last = la["total"] > f["total"]
-    shape = np.shape(pick_last)
-    out = {k: np.broadcast_to(np.where(pick_last, la[k], f[k]), shape) for k in f}
-    return MemoryBreakdown(**out, stage=pick_last.astype(np.int8))
+    pick = np.argmax(np.stack(np.broadcast_arrays(*(d["total"] for d in dicts))), axis=0)
+    shape = np.shape(pick)  # ties go to the first, then the last stage
+    out = {k: np.broadcast_to(np.choose(pick, [np.broadcast_to(d[k], shape) for d in dicts]),
+                              shape) for k in dicts[0]}
+    return MemoryBreakdown(**out, stage=pick.astype(np.int8))
 
 
 @dataclass(frozen=True)
@@ -434,8 +446,8 @@ def _per_layer(model: ModelSpec, L: Layout) -> _PerLayer:
 
 
 def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
-                 fragmentation: float) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Every part of `MemoryBreakdown` (but `stage`) for the first and the last stage."""
+                 fragmentation: float) -> tuple[dict[str, Any], ...]:
+    """Every part of `MemoryBreakdown` (but `stage`) for the first, last and second rank."""
     precision = np.asarray(L.precision, dtype=np.intp)
     wb, gb, ob = model_state_bytes_per_param(precision, L.optimizer,
                                              adafactor_state_per_param(model))
@@ -443,26 +455,27 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
     acts = _per_layer(model, L)
     ft = finetune_of(model)
     out = []
-    for P, is_first in zip(stages(model, L.tp, L.pp, L.ep), (True, False), strict=True):
+    pp = np.asarray(L.pp)
+    placed = pipeline_stages(model, L.tp, pp, L.ep, L.vpp, L.first_stage_layers,
+                             L.last_stage_layers)  # (first, last, second) below
+    for P, rank, emb, head in ((placed[0], 0, 1.0, pp == 1), (placed[2], pp - 1, 0.0, True),
+                               (placed[1], 1, 0.0, False)):
         d = _state(P, L, wb, gb, ob, m)
         stored = P.dense_layers * acts.dense_stored + P.moe_layers * acts.moe_stored
         transient = np.maximum(np.where(P.dense_layers > 0, acts.dense_transient, 0.0),
                                np.where(P.moe_layers > 0, acts.moe_transient, 0.0))
-        if ft is not None:  # fine-tuning: frozen base, adapters (estimators/finetune.py)
+        if ft is not None:  # fine-tuning: frozen base, adapters (estimators/finetune.py);
+            # the middle rank counts as a later stage (an upper bound for 'freeze')
             d, stored, transient = finetune.stage_parts(model, ft, P, L, (wb, gb, ob), stored,
-                                                        transient, is_first)
-        if is_first:  # 1F1B: the first stage holds several micro-batches (one if pp == 1)
-            held = inflight_microbatches(L.pp, L.vpp, m)
-            d["activations"] = held * (stored + acts.emb_mask) + transient
-            d["logits"] = np.where(np.asarray(L.pp) == 1, acts.head, 0.0)
-        else:
-            d["activations"] = stored + transient
-            d["logits"] = acts.head
+                                                        transient, emb == 1.0)
+        held = inflight_microbatches(pp, L.vpp, m, rank)  # 1F1B: pp - rank (capped at m)
+        d["activations"] = held * (stored + emb * acts.emb_mask) + transient
+        d["logits"] = np.where(head, acts.head, 0.0)
         allocated = sum(d[k] for k in _ALLOCATED)
         d["overhead"] = runtime_overhead_bytes + fragmentation * allocated
         d["total"] = allocated + d["overhead"]
         out.append(d)
-    return out[0], out[1]
+    return tuple(out)
 
 
 _ALLOCATED = ("weights", "gradients", "optimizer", "activations", "logits", "gathered",

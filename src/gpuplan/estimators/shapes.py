@@ -13,6 +13,18 @@ quantity has its one definition here; `memory` and `timing` import it, so they c
   embedding is copied onto the last stage when pp > 1 (Megatron-LM keeps a copy and
   all-reduces their gradients), so it is counted once per stage that holds it. With pp = 1
   the one stage holds the embedding and the head (once when tied) and the final norm.
+- Layers per pipeline stage (`stage_layers`): when pp * vpp divides the layers, each stage holds
+  layers / pp (Megatron-LM's default). Otherwise the split is Megatron-LM's
+  `--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split` (the
+  embedding and the loss each count as one layer; Megatron Bridge's Llama 3.1 405B and Qwen3
+  235B recipes split 126 + 2 and 94 + 2 this way) with torchtitan's rule for a remainder
+  (`generate_llm_fqn_per_model_part`: the first virtual stages get one more): the pp * vpp
+  virtual stages share layers + 2 units, virtual stage v goes to rank v mod pp, and the first
+  rank gives one unit to the embedding, the last one to the loss. Explicit first/last stage
+  sizes (Megatron-LM's `--decoder-first-pipeline-num-layers` / `--decoder-last-...`) leave the
+  rest to the other stages, spread evenly with any remainder on the earlier ones. The estimators
+  see three ranks: the first, the second (the busiest middle stage: the most layers and the
+  most micro-batches in flight of the middle ones; no layers when pp < 3) and the last.
 - Activation element size: 4 B in fp32, 2 B otherwise (FP8 recipes keep 16-bit activations
   outside the GEMM inputs; see `estimators/memory.py`).
 - ZeRO shard group: dp * cp (Megatron-LM's data-parallel group with context parallelism, whose
@@ -21,6 +33,7 @@ quantity has its one definition here; `memory` and `timing` import it, so they c
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +49,8 @@ __all__ = [
     "hidden_activation_bytes",
     "kv_width_per_rank",
     "layers_per_stage",
+    "pipeline_stages",
+    "stage_layers",
     "most_params",
     "params_per_gpu",
     "shard_group",
@@ -71,8 +86,72 @@ def kv_width_per_rank(model: ModelSpec, tp: Any) -> Any:
 
 
 def layers_per_stage(model: ModelSpec, pp: Any) -> Any:
-    """Transformer layers on one pipeline stage (pp divides the layers: `Layout` rules)."""
+    """Mean transformer layers per pipeline stage: layers / pp (`stage_layers` for each)."""
     return model.layers / np.asarray(pp)
+
+
+def _default_split(L: int, pp: Any, vpp: Any) -> tuple[Any, Any, Any]:
+    """Decoder layers on ranks 0, 1 and pp-1 under the default split (module docstring):
+    even when pp*vpp divides L, else L + 2 units over pp*vpp virtual stages, remainder first;
+    rank k holds virtual stages k, k+pp, ...: vpp*q + clip(ceil((r - k)/pp), 0, vpp) units."""
+    S = np.maximum(pp * vpp, 1)
+    q, r = (L + 2) // S, (L + 2) % S
+    units = [vpp * q + np.clip(-((k - r) // pp), 0, vpp) for k in (0, 1, pp - 1)]
+    even = L // np.maximum(pp, 1)
+    divides = L % S == 0
+    one = pp == 1  # the one rank holds the embedding and the loss
+    return (np.where(divides, even, units[0] - 1 - one), np.where(divides, even, units[1]),
+            np.where(divides, even, units[2] - 1 - one))
+
+
+def _explicit_split(L: int, pp: Any, first: Any, last: Any) -> tuple[Any, Any, Any]:
+    """Ranks 0, 1, pp-1 when first/last are given (0 = not given): the other stages share the
+    rest, base = rest // others, the earlier ones one more while the remainder lasts."""
+    kf, kl = (first > 0) * 1, (last > 0) * 1
+    others = np.maximum(pp - kf - kl, 1)
+    rest = L - first - last
+    base, rem = rest // others, rest % others
+
+    def other(j: Any) -> Any:
+        return base + (j < rem)
+
+    return (np.where(kf > 0, first, other(0)), other(1 - kf),
+            np.where(kl > 0, last, other(others - 1)))
+
+
+def stage_layers(model: ModelSpec, pp: Any, vpp: Any = 1, first: Any = 0,
+                 last: Any = 0) -> tuple[Any, Any, Any]:
+    """Decoder layers (floats) on the first rank, the second rank (the busiest middle stage;
+    0 when pp < 3) and the last rank; with pp = 1 the first and the last are the one rank.
+    `first`/`last`: explicit sizes (0 = the default split of the module docstring)."""
+    pp, vpp = np.asarray(pp), np.asarray(vpp)
+    first, last = np.asarray(first), np.asarray(last)
+    if first.ndim == last.ndim == 0 and first == 0 and last == 0:  # the default split alone
+        f, mid, la = _default_lookup(model.layers, pp, vpp)
+    else:
+        d = _default_split(model.layers, pp, vpp)
+        e = _explicit_split(model.layers, pp, first, last)
+        explicit = (first > 0) | (last > 0)
+        f, mid, la = (np.where(explicit, x, y) for x, y in zip(e, d, strict=True))
+    f, mid, la = (np.asarray(x, dtype=float) for x in (f, mid, la))
+    return f, np.where(pp >= 3, mid, 0.0), la
+
+
+LOOKUP_MAX = 1 << 14  # (pp, vpp) table entries worth building for a large grid
+
+
+def _default_lookup(L: int, pp: Any, vpp: Any) -> tuple[Any, Any, Any]:
+    """`_default_split`, read from a table of every (pp, vpp) up to the grid's largest when the
+    grid is large and that table small: the same numbers, ~10x faster on a million layouts."""
+    if pp.size + vpp.size < 4096 or min(pp.min(), vpp.min()) < 1:
+        return _default_split(L, pp, vpp)
+    P, V = int(pp.max()), int(vpp.max())
+    if (P + 1) * (V + 1) > LOOKUP_MAX:
+        return _default_split(L, pp, vpp)
+    table = _default_split(L, *np.meshgrid(np.arange(1, P + 1), np.arange(1, V + 1),
+                                           indexing="ij"))
+    i, j = pp.astype(np.intp) - 1, vpp.astype(np.intp) - 1
+    return tuple(t[i, j] for t in table)  # type: ignore[return-value]
 
 
 def shard_group(dp: Any, cp: Any) -> Any:
@@ -120,41 +199,51 @@ def _roots(model: ModelSpec, tp: Any, pp: Any) -> tuple[Any, Any]:
     return np.where(pp == 1, single, emb), np.where(pp == 1, single, emb + h)
 
 
-def stages(model: ModelSpec, tp: Any, pp: Any, ep: Any) -> tuple[StageParams, StageParams]:
-    """Parameters per GPU on the first and the last pipeline stage (Megatron-LM placement)."""
+def pipeline_stages(model: ModelSpec, tp: Any, pp: Any, ep: Any, vpp: Any = 1, first: Any = 0,
+                    last: Any = 0) -> tuple[StageParams, StageParams, StageParams]:
+    """Parameters per GPU on the first, the second (busiest middle) and the last rank, their
+    layers from `stage_layers` (Megatron-LM placement; layers taken in model order, so the
+    dense layers of an MoE model sit on the first rank; with vpp > 1 an approximation)."""
     tp, pp, ep = np.asarray(tp), np.asarray(pp), np.asarray(ep)
     attn = _attention_per_rank(model, tp)
     mlp = model.dense_mlp_params() / tp
-    lps = layers_per_stage(model, pp)
-    roots = _roots(model, tp, pp)
+    n = stage_layers(model, pp, vpp, first, last)
+    emb, head = _roots(model, tp, pp)
+    roots = (emb, 0.0, head)
     if not model.is_moe:
         return tuple(  # type: ignore[return-value]
-            StageParams(dense=lps * (attn + mlp) + r, expert=0.0, unit=attn + mlp,
-                        unit_expert=0.0, root=r, dense_layers=lps, moe_layers=0.0)
-            for r in roots)
+            StageParams(dense=lay * (attn + mlp) + r, expert=0.0, unit=attn + mlp,
+                        unit_expert=0.0, root=r, dense_layers=lay, moe_layers=0.0)
+            for lay, r in zip(n, roots, strict=True))
+    start = (0.0, n[0], model.layers - n[2])  # first layer index of each rank's layers
     experts = (model.experts / ep) * model.expert_params() / tp
     other = model.shared_experts * model.expert_params() / tp + model.hidden * model.experts
-    n_moe = (np.clip(lps - model.dense_layers, 0, lps),  # dense layers come first
-             np.minimum(lps, model.moe_layers))
     out = []
-    for nm, r in zip(n_moe, roots, strict=True):
-        nd = lps - nm
+    for lay, a, r in zip(n, start, roots, strict=True):
+        nm = lay - np.clip(model.dense_layers - a, 0, lay)  # dense layers come first
+        nd = lay - nm
         moe_wins = (nm > 0) & ((nd == 0) | (experts + other >= mlp))
         unit = attn + np.where(moe_wins, experts + other, mlp)
-        out.append(StageParams(dense=lps * attn + nd * mlp + nm * other + r, expert=nm * experts,
+        out.append(StageParams(dense=lay * attn + nd * mlp + nm * other + r, expert=nm * experts,
                                unit=unit, unit_expert=np.where(moe_wins, experts, 0.0), root=r,
                                dense_layers=nd, moe_layers=nm))
-    return out[0], out[1]
+    return out[0], out[1], out[2]
+
+
+def stages(model: ModelSpec, tp: Any, pp: Any, ep: Any) -> tuple[StageParams, StageParams]:
+    """Parameters per GPU on the first and the last pipeline stage, default split."""
+    f, _, la = pipeline_stages(model, tp, pp, ep)
+    return f, la
 
 
 def params_per_gpu(model: ModelSpec, tp: Any, pp: Any, ep: Any) -> Any:
     """Parameters on one GPU of the stage that holds the most (before ZeRO sharding)."""
-    return most_params(*stages(model, tp, pp, ep))
+    return most_params(*pipeline_stages(model, tp, pp, ep))
 
 
-def most_params(first: StageParams, last: StageParams) -> Any:
-    """Parameters on one GPU of the busier of the first and last stages (before ZeRO)."""
-    return np.maximum(first.total, last.total)
+def most_params(*placed: StageParams) -> Any:
+    """Parameters on one GPU of the busiest of the given stages (before ZeRO)."""
+    return functools.reduce(np.maximum, [P.total for P in placed])
 
 
 def sharded_params(P: StageParams, dp: Any, cp: Any, ep: Any, sharded: Any) -> Any:

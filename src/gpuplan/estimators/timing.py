@@ -19,10 +19,14 @@ bubble of Narayanan et al. 2021 (arXiv 2104.04473, section 2.2.2), or DualPipe's
 NIC; the DP reduction (in buckets) hides only behind the last micro-batch's backward
 (`_data_parallel_comm`); overhead_s adds the per-step scalar syncs (`_step_sync_s`).
 `timing_one.step_time_one` evaluates the same model for one configuration in Python floats.
+Every per-step part is that of the slowest pipeline stage (`slowest_stage`: the most decoder
+layers, the last stage's LM head counted), so uneven stages (`shapes.stage_layers`) slow the
+step and the bubble with it.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,10 +55,10 @@ from .shapes import (
     act_element_bytes,
     hidden_activation_bytes,
     kv_width_per_rank,
-    layers_per_stage,
     most_params,
+    pipeline_stages,
     sharded_params,
-    stages,
+    stage_layers,
     tokens_per_rank,
 )
 
@@ -161,21 +165,32 @@ def _context(layout: Layout, hw: Hardware) -> _Ctx:
                 schedule=np.asarray(getattr(layout, "schedule", 0)))
 
 
+def slowest_stage(model: ModelSpec, c: _Ctx, layer_flops: Any, head_flops: Any
+                  ) -> tuple[Any, Any]:
+    """(decoder layers, 1.0 if it holds the LM head else 0.0) of the pipeline stage with the
+    most FLOPs: the first, the busiest middle or the last (+ the head) rank of
+    `shapes.stage_layers` (the embedding lookup is not counted)."""
+    first, middle, last = stage_layers(model, c.pp, c.vpp, c.first, c.last)
+    front = np.maximum(first, middle)
+    head_wins = last * layer_flops + head_flops >= front * layer_flops
+    return np.where(head_wins, last, front), np.where(head_wins, 1.0, 0.0)
+
+
 def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
                    optimizer: Any) -> dict[str, Any]:
-    """GEMM time, memory-bound time, fixed overhead and optimizer step on the busiest (last)
-    pipeline stage: its layers/pp layers plus the LM head."""
+    """GEMM time, memory-bound time, fixed overhead and optimizer step on the slowest pipeline
+    stage (`slowest_stage`: its layers, plus the LM head on the last)."""
     L, h = model.layers, model.hidden
     fl = flops_per_token(model, c.seq)
     tokens_gpu = c.gb * c.seq / (c.dp * c.cp)  # tokens each stage's tp group sees per step
     layer_hw = (fl.hardware(c.rc) - fl.lm_head) / L
-    lps = layers_per_stage(model, c.pp)
-    stage_flops = tokens_gpu / c.tp * (layer_hw * lps + fl.lm_head)
+    lps, head = slowest_stage(model, c, layer_hw, fl.lm_head)
+    stage_flops = tokens_gpu / c.tp * (layer_hw * lps + fl.lm_head * head)
     # Routed experts run grouped GEMMs whose smallest dimension is min(rows per expert,
     # hidden, expert ffn) (compute.expert_gemm_dim; the busiest expert sets the pace, x the
     # load imbalance); the attention core runs in 16 bits at attention_ratio x the GEMM
     # efficiency.
-    per_layer_tokens = tokens_gpu / c.tp / c.pp  # (tokens x all layers) / pp = this stage's
+    per_layer_tokens = tokens_gpu / c.tp * lps / L  # (tokens x all layers) x this stage's share
     expert = per_layer_tokens * _expert_flops(model, c.rc) / stage_flops
     attn = per_layer_tokens * fl.attention_executed(c.rc) / stage_flops
     eff_mm = matmul_efficiency(eff, h / c.tp, c.prec)
@@ -186,18 +201,18 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
                  + compute_time(stage_flops * expert * MOE_LOAD_IMBALANCE, c.peak, eff_ex)
                  + compute_time(stage_flops * attn, c.peak16, eff_at))
     per_token = (elementwise_bytes_per_token_layer(model, c.act_bytes, c.ep) * lps
-                 + logits_bytes_per_token(model))
+                 + logits_bytes_per_token(model) * head)
     repeat = np.where(c.full, 4.0 / 3.0, 1.0)  # full recompute repeats the forward
     memory_s = memory_bound_time(tokens_gpu / c.tp * per_token * repeat,
                                  hw.memory_bandwidth_bytes_per_s, eff.memory_fraction)
     overhead_s = np.asarray(eff.layer_overhead_s) * lps * c.m * repeat
-    placed = stages(model, c.tp, c.pp, c.ep)  # (first, last), computed once
+    placed = pipeline_stages(model, c.tp, c.pp, c.ep, c.vpp, c.first, c.last)  # computed once
     params = most_params(*placed)
     opt_bytes = np.choose(np.asarray(optimizer), OPTIMIZER_STEP_BYTES)
     optimizer_s = memory_bound_time(_optimizer_params(c, placed) * opt_bytes,
                                     hw.memory_bandwidth_bytes_per_s, eff.memory_fraction)
     return dict(compute_s=compute_s, memory_s=memory_s, overhead_s=overhead_s,
-                optimizer_s=optimizer_s, params=params, fl=fl, eff_mm=eff_mm)
+                optimizer_s=optimizer_s, params=params, fl=fl, eff_mm=eff_mm, lps=lps)
 
 
 def _step_sync_s(c: _Ctx) -> Any:
@@ -209,18 +224,19 @@ def _step_sync_s(c: _Ctx) -> Any:
     return comm.STEP_SYNC_COLLECTIVES * comm.tree_allreduce_latency_s(gpus, alpha)
 
 
-def _optimizer_params(c: _Ctx, placed: tuple[StageParams, StageParams]) -> Any:
+def _optimizer_params(c: _Ctx, placed: tuple[StageParams, ...]) -> Any:
     """Parameters whose optimizer step one GPU runs: its stage's, sharded as ZeRO-1+ shards the
-    optimizer state (the same count as the memory model's optimizer bytes); the busier of the
-    (first, last) stages `placed` (`shapes.stages`)."""
-    return np.maximum(*(sharded_params(P, c.dp, c.cp, c.ep, c.zero >= 1) for P in placed))
+    optimizer state (the same count as the memory model's optimizer bytes); the busiest of the
+    stages `placed` (`shapes.pipeline_stages`)."""
+    return functools.reduce(np.maximum, [sharded_params(P, c.dp, c.cp, c.ep, c.zero >= 1)
+                                         for P in placed])
 
 
-def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any, tp_overlap: Any
-                         ) -> dict[str, tuple[Any, Any]]:
+def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any, tp_overlap: Any,
+                         lps: Any) -> dict[str, tuple[Any, Any]]:
     """TP, CP, EP and PP communication per step (Megatron-LM rank order), each as
-    (total seconds, seconds of it that compute could hide)."""
-    lps = layers_per_stage(model, c.pp)
+    (total seconds, seconds of it that compute could hide); `lps`: the slowest stage's
+    decoder layers."""
     # one (mb x s/cp x h) activation
     act_layer = hidden_activation_bytes(model, seq_len=c.seq, micro_batch=c.mb, cp=c.cp,
                                         precision=c.prec)
@@ -240,7 +256,7 @@ def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any, tp_overlap: 
     k = model.experts_per_token if model.is_moe else 0
     ep_in = comm.ranks_inside(c.tp * c.cp, c.ep, c.domain)
     ep = comm.ep_comm_s(act_layer / c.tp * k * MOE_LOAD_IMBALANCE, c.ep,
-                        model.moe_layers / c.pp, c.m, c.up, c.a_up, n_inner=ep_in,
+                        model.moe_layers * lps / model.layers, c.m, c.up, c.a_up, n_inner=ep_in,
                         bw_outer=c.out, alpha_outer=c.a_out)
 
     bw, a = c.link(c.tp * c.cp * c.dp * c.pp)  # scale-out once the job leaves one domain
@@ -312,7 +328,7 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency) -
     if ft is not None:
         cp_ = _finetuned(model, ft, c, cp_)
     compute_s, memory_s, overhead_s = cp_["compute_s"], cp_["memory_s"], cp_["overhead_s"]
-    comms = {**_model_parallel_comm(model, c, compute_s, eff.tp_overlap),
+    comms = {**_model_parallel_comm(model, c, compute_s, eff.tp_overlap, cp_["lps"]),
              **_data_parallel_comm(c, cp_["params"], compute_s)}
     exposed = dict(zip(comms, comm.shared_overlap([t for t, _ in comms.values()],
                                                   [h for _, h in comms.values()], compute_s),

@@ -41,6 +41,8 @@ class Job:
     cp: int
     ep: int
     vpp: int
+    first_stage_layers: int  # 0 = the default split (estimators.shapes.stage_layers)
+    last_stage_layers: int
     zero: int
     micro_batch: int
     global_batch: int
@@ -142,7 +144,9 @@ def job_of(record: dict[str, Any], source: dict[str, Any] | None = None) -> Job:
         model_id=model_id, model=model, gpu=str(rec["gpu"]), gpus=gpus, nodes=int(nodes),
         gpus_per_node=int(per_node), tp=tp, pp=_int(rec, "pp"), dp=_int(rec, "dp"),
         cp=_int(rec, "cp", 1), ep=_int(rec, "ep", 1), vpp=_int(rec, "vpp", 1),
-        zero=_int(rec, "zero", 0), micro_batch=_int(rec, "micro_batch"),
+        first_stage_layers=_int(rec, "first_stage_layers", 0),
+        last_stage_layers=_int(rec, "last_stage_layers", 0), zero=_int(rec, "zero", 0),
+        micro_batch=_int(rec, "micro_batch"),
         global_batch=_int(rec, "global_batch"), seq_len=_int(rec, "seq_len"),
         recompute=str(rec.get("recompute") or "none"),
         precision=str(rec.get("precision") or "bf16"),
@@ -188,17 +192,3 @@ def header(job: Job, source: dict[str, Any]) -> list[str]:
 
 def commented(lines: list[str], mark: str = "#") -> str:
     return "\n".join(f"{mark} {ln}".rstrip() for ln in lines)
-
-
-def uneven_stages(layers: int, pp: int) -> tuple[int, int] | None:
-    """(first, last) stage sizes that let `layers` split over `pp` stages when they do not
-    divide evenly: middle stages get ceil(layers/pp), the first and last share the rest
-    (they also hold the embedding and the LM head). None when no such split exists."""
-    if pp < 2 or layers % pp == 0:
-        return None
-    middle = math.ceil(layers / pp)
-    rest = layers - middle * (pp - 2)
-    first = rest // 2
-    if first < 1 or rest - first < 1:
-        return None
-    return first, rest - first

@@ -10,7 +10,10 @@ Mapping from the plan:
   reduce-scatters gradients); ZeRO 3 -> Megatron-FSDP, sharding strategy optim_grads_params.
 - recompute selective -> granularity selective (core attention); full -> full, uniform, 1 layer.
 - FP8 -> `--fp8-format hybrid` with the delayed-scaling recipe, or MXFP8 on Blackwell.
-- Layers that do not divide by the pipeline size -> uneven first and last stages.
+- Pipeline stages as the plan split them (`estimators.shapes.stage_layers`): explicit first/last
+  stage sizes -> `--decoder-first/last-pipeline-num-layers`; layers that pp*vpp does not divide
+  -> `--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split` when
+  layers + 2 divide (the same split), otherwise the first and last stage sizes of the split.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ._job import Job, commented, header, job_of, uneven_stages
+from ..estimators.shapes import stage_layers
+from ._job import Job, commented, header, job_of
 
 LAUNCH_HINT = "launch: gpuplan export --from RESULT.json --target torchrun (or slurm)"
 
@@ -64,20 +68,36 @@ def _model_args(job: Job) -> tuple[list[tuple[str, Any]], list[str]]:
     return args, notes
 
 
+def _stage_args(job: Job) -> tuple[list[tuple[str, Any]], list[str]]:
+    """Megatron-LM flags for the plan's pipeline split (module docstring)."""
+    m, pp, vpp = job.model, job.pp, job.vpp
+    explicit = job.first_stage_layers > 0 or job.last_stage_layers > 0
+    if m is None or pp < 2 or (m.layers % (pp * vpp) == 0 and not explicit):
+        return [], []
+    if not explicit and (m.layers + 2) % (pp * vpp) == 0:
+        return [("--account-for-embedding-in-pipeline-split", None),
+                ("--account-for-loss-in-pipeline-split", None)], []
+    first, _, last = (int(x) for x in stage_layers(m, pp, vpp, job.first_stage_layers,
+                                                    job.last_stage_layers))
+    args: list[tuple[str, Any]] = [("--decoder-first-pipeline-num-layers", first),
+                                   ("--decoder-last-pipeline-num-layers", last)]
+    rest = m.layers - first - last
+    if pp > 2 and rest % ((pp - 2) * vpp) or (first % vpp or last % vpp):
+        return args, [f"Megatron-LM needs the middle stages' {rest} layers to split evenly over "
+                      f"{pp - 2} x {vpp} chunks (and each end's over {vpp}): adjust the first/"
+                      "last stage sizes or give --pipeline-model-parallel-layout"]
+    return args, []
+
+
 def _parallel_args(job: Job) -> tuple[list[tuple[str, Any]], list[str]]:
     args: list[tuple[str, Any]] = [("--tensor-model-parallel-size", job.tp),
                                    ("--pipeline-model-parallel-size", job.pp)]
     notes: list[str] = []
     if job.vpp > 1:
         args.append(("--num-virtual-stages-per-pipeline-rank", job.vpp))
-    layers = job.model.layers if job.model else 0
-    split = uneven_stages(layers, job.pp) if layers else None
-    if split and job.vpp == 1:
-        args += [("--decoder-first-pipeline-num-layers", split[0]),
-                 ("--decoder-last-pipeline-num-layers", split[1])]
-    elif layers and layers % (job.pp * job.vpp):
-        notes.append(f"{layers} layers do not split over pp*vpp = {job.pp * job.vpp} stages: "
-                     "give --pipeline-model-parallel-layout by hand")
+    split_args, split_notes = _stage_args(job)
+    args += split_args
+    notes += split_notes
     if job.cp > 1:
         args.append(("--context-parallel-size", job.cp))
     if job.ep > 1:

@@ -10,10 +10,15 @@ Mapping from the plan:
   backward, as in ZeRO-2), which uses no more memory than the plan; ZeRO 0 -> replicate (DDP).
 - Gradient accumulation follows from global_batch_size / (local_batch_size x dp).
 - FP8 -> the `quantize.linear.float8` converter (torchao, tensorwise scaling).
+- Pipeline stages: `pipeline_parallel_layers_per_stage` counts the embedding and the output
+  as one layer each (torchtitan's generate_llm_fqn_per_model_part, input/output weight 1,
+  remainder on the first stages): n = ceil((layers + 2) / (pp * vpp)), the same split as the
+  plan's when pp*vpp does not divide the layers; explicit first/last sizes become a note.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ._emit import toml_table
@@ -62,12 +67,7 @@ def _parallelism(job: Job, notes: list[str]) -> dict[str, Any]:
     if job.pp > 1:
         par["pipeline_parallel_schedule"] = "Interleaved1F1B" if job.vpp > 1 else "1F1B"
         par["pipeline_parallel_microbatch_size"] = job.micro_batch
-        if job.model and job.model.layers % (job.pp * job.vpp) == 0:
-            par["pipeline_parallel_layers_per_stage"] = job.model.layers // (job.pp * job.vpp)
-        elif job.model:
-            notes.append(f"{job.model.layers} layers do not split evenly over "
-                         f"{job.pp * job.vpp} stages: torchtitan puts fewer on the first and "
-                         "last (pipeline_parallel_first/last_stage_less_layers)")
+        notes += _layers_per_stage(job, par)
     if not job.sp and job.tp > 1:
         notes.append("torchtitan always uses sequence parallelism with TP")
     return par
@@ -119,3 +119,24 @@ def render(record: dict[str, Any], *, source: dict[str, Any]) -> str:
            "--job.config_file THIS.toml"] + header(job, source)
     top += [f"note: {n}" for n in notes]
     return commented(top) + "\n\n" + "\n\n".join(tables) + "\n"
+
+
+def _layers_per_stage(job: Job, par: dict[str, Any]) -> list[str]:
+    """Set `pipeline_parallel_layers_per_stage` (module docstring); the notes it needs."""
+    m, stages = job.model, job.pp * job.vpp
+    if m is None:
+        return []
+    if job.first_stage_layers or job.last_stage_layers:
+        return [f"the plan puts {job.first_stage_layers or 'the default'} layers on the first "
+                f"stage and {job.last_stage_layers or 'the default'} on the last: set "
+                "module_fqns_per_model_part by hand"]
+    n = math.ceil((m.layers + 2) / stages)
+    if math.ceil((m.layers + 2) / n) != stages:
+        return [f"{m.layers} layers (+ embedding and output) do not make {stages} stages of "
+                "equal size in torchtitan: set module_fqns_per_model_part by hand"]
+    par["pipeline_parallel_layers_per_stage"] = n
+    if m.layers % stages == 0 and (m.layers + 2) % stages:
+        return [f"torchtitan counts the embedding and the output as layers: its split of "
+                f"{m.layers} layers over {stages} stages differs by one layer from the plan's "
+                f"{m.layers // stages} per stage"]
+    return []

@@ -71,6 +71,9 @@ def estimate_args(rec: Mapping[str, Any], *, model: Mapping[str, Any] | None = N
     for name in ("tp", "pp", "cp", "ep", "vpp"):
         if (rec.get(name) or 1) > 1:
             out[name] = rec[name]
+    for name in ("first_stage_layers", "last_stage_layers"):
+        if rec.get(name):
+            out[name] = rec[name]
     out.update(zero=rec.get("zero") or 0, micro_batch=rec["micro_batch"],
                global_batch=rec["global_batch"], seq_len=rec["seq_len"],
                precision=rec.get("precision") or "bf16",

@@ -19,7 +19,7 @@ from .reasons import (
 
 
 def _layout(p: PlanRow) -> str:
-    parts = [f"tp{p.tp}", f"pp{p.pp}", f"dp{p.dp}"]
+    parts = [f"tp{p.tp}", f"pp{p.pp}" + (f"x{p.vpp}" if p.vpp > 1 else ""), f"dp{p.dp}"]
     if p.cp > 1:
         parts.append(f"cp{p.cp}")
     if p.ep > 1:

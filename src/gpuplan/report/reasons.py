@@ -10,6 +10,8 @@ REASONS = {
     "tp_beyond_scale_up": "TP beyond the scale-up domain",
     "layout_does_not_suit_model": "layout does not suit the model or batch (heads, layers, "
                                   "experts, batch)",
+    "interleave_microbatches": "interleaved pipeline (vpp > 1) with micro-batches per step "
+                               "not a multiple of pp (Megatron-LM's interleaved schedule)",
     "fp8_unsupported": "FP8 on hardware without it",
     "consumer_beyond_one_node": "consumer GPUs beyond one node (pass --allow-consumer)",
     "out_of_memory": "out of memory",

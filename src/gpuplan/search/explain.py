@@ -49,7 +49,7 @@ def plan_row(rows: Rows, i: int, meta: list[PriceRow], req: Request) -> PlanRow:
     return PlanRow(
         gpu=acc.id, gpus=gpus, nodes=-(-gpus // plat.gpus_per_node), tp=int(rows["tp"][i]),
         pp=int(rows["pp"][i]), dp=int(rows["dp"][i]), cp=int(rows["cp"][i]),
-        ep=int(rows["ep"][i]), zero=int(rows["zero"][i]),
+        ep=int(rows["ep"][i]), vpp=int(rows["vpp"][i]), zero=int(rows["zero"][i]),
         micro_batch=int(rows["micro_batch"][i]), global_batch=req.global_batch,
         seq_len=req.seq_len, recompute=RECOMPUTE[int(rows["recompute"][i])],
         precision=PRECISIONS[int(rows["precision"][i])], acquisition=plat.acquisition,

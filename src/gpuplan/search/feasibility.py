@@ -20,6 +20,7 @@ from .platforms import Platform
 DIVIDE = "degrees_do_not_divide"
 TP_DOMAIN = "tp_beyond_scale_up"
 LAYOUT = "layout_does_not_suit_model"
+INTERLEAVE = "interleave_microbatches"  # vpp > 1: micro-batches per step not a multiple of pp
 FP8_MISSING = "fp8_unsupported"
 CONSUMER = "consumer_beyond_one_node"
 OOM = "out_of_memory"
@@ -28,8 +29,8 @@ OFFER_CAP = "offer_cap"
 NO_GOODPUT = "no_goodput"
 DEADLINE = "misses_deadline"
 BUDGET = "over_budget"
-ORDER = (DIVIDE, TP_DOMAIN, LAYOUT, FP8_MISSING, CONSUMER, OOM, NO_LINK, OFFER_CAP, NO_GOODPUT,
-         DEADLINE, BUDGET)
+ORDER = (DIVIDE, TP_DOMAIN, LAYOUT, INTERLEAVE, FP8_MISSING, CONSUMER, OOM, NO_LINK, OFFER_CAP,
+         NO_GOODPUT, DEADLINE, BUDGET)
 
 # Advisory (estimate text and plan notes; never an exclusion).
 SMALL_MICRO_BATCH = "micro_batch_too_small"

@@ -1,9 +1,16 @@
-"""The candidate grid: GPU count x TP x PP x CP x EP x ZeRO x micro-batch x recompute x precision,
-as flat numpy arrays (L4). One call per physics group; no Python loop per candidate."""
+"""The candidate grid: GPU count x TP x (PP, VPP) x CP x EP x ZeRO x micro-batch x recompute x
+precision, as flat numpy arrays (L4). One call per physics group; no Python loop per candidate.
+
+Pipeline sizes: every pp up to MAX_PP that divides one of the searched GPU counts (others are
+never a layout of them), whether or not it divides the layers (uneven stages,
+`estimators.shapes.stage_layers`); with each pp > 1, the interleaving factors VPP_CHOICES whose
+pp * vpp virtual stages the layers (+ embedding and loss) can fill. Context parallelism for long
+sequences (CP_CHOICES by sequence length)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -14,6 +21,9 @@ ZERO_CHOICES = (0, 1, 2, 3)
 MICRO_BATCH_CHOICES = (1, 2, 4, 8)
 RECOMPUTE_CHOICES = (0, 1, 2)
 MAX_PP = 32
+VPP_CHOICES = (1, 2, 4)  # interleaved 1F1B chunks per rank (Narayanan et al. 2021, 2.2)
+# context-parallel degrees by shortest sequence length (tokens): ring attention pays from ~16k
+CP_CHOICES = ((131072, (1, 2, 4, 8, 16)), (32768, (1, 2, 4, 8)), (16384, (1, 2)), (0, (1,)))
 
 
 @dataclass(frozen=True)
@@ -22,26 +32,60 @@ class Axes:
 
     tp: tuple[int, ...]
     pp: tuple[int, ...]
+    vpp: tuple[int, ...]
     cp: tuple[int, ...]
     ep: tuple[int, ...]
     zero: tuple[int, ...]
     micro_batch: tuple[int, ...]
     recompute: tuple[int, ...]
     precision: tuple[int, ...]
+    layers: int = 0  # the model's, bounding pp * vpp (0: no bound)
+
+    def pipelines(self) -> list[tuple[int, int]]:
+        """(pp, vpp) pairs: vpp > 1 only with pp > 1 and pp * vpp <= layers + 2."""
+        return [(p, v) for p in self.pp for v in self.vpp
+                if v == 1 or (p > 1 and (not self.layers or p * v <= self.layers + 2))]
+
+    @property
+    def size(self) -> int:
+        """Layouts per GPU count (the product of every axis, pipelines as pairs)."""
+        n = len(self.pipelines())
+        for v in (self.tp, self.cp, self.ep, self.zero, self.micro_batch, self.recompute,
+                  self.precision):
+            n *= len(v)
+        return n
+
+    def sizes(self) -> dict[str, int]:
+        """Values searched per dimension (benchmarks and reports)."""
+        return {"tp": len(self.tp), "pp": len(self.pp), "vpp": len(self.vpp),
+                "pp x vpp": len(self.pipelines()), "cp": len(self.cp), "ep": len(self.ep),
+                "zero": len(self.zero), "micro_batch": len(self.micro_batch),
+                "recompute": len(self.recompute), "precision": len(self.precision)}
+
+
+def pp_choices(layers: int, counts: Any = None) -> tuple[int, ...]:
+    """Pipeline sizes up to MAX_PP and the layers: those dividing one of `counts` (the GPU
+    counts searched), else the divisors of the layers and the powers of two."""
+    top = min(MAX_PP, layers)
+    if counts is not None:
+        cs = [int(c) for c in np.unique(np.asarray(counts, dtype=np.int64))]
+        return tuple(p for p in range(1, top + 1) if any(c % p == 0 for c in cs))
+    return tuple(p for p in range(1, top + 1) if layers % p == 0 or p & (p - 1) == 0)
 
 
 def model_axes(model: ModelSpec, seq_len: int, *, precisions: tuple[str, ...] = ("bf16", "fp8"),
                recompute: tuple[int, ...] = RECOMPUTE_CHOICES,
-               zero: tuple[int, ...] = ZERO_CHOICES) -> Axes:
+               zero: tuple[int, ...] = ZERO_CHOICES, counts: Any = None) -> Axes:
     tp = tuple(t for t in TP_CHOICES if model.heads % t == 0)
-    pp = tuple(p for p in range(1, min(MAX_PP, model.layers) + 1) if model.layers % p == 0)
-    cp = (1, 2, 4, 8) if seq_len >= 32768 else ((1, 2) if seq_len >= 16384 else (1,))
+    pp = pp_choices(model.layers, counts)
+    cp = next(c for least, c in CP_CHOICES if seq_len >= least)
     ep: tuple[int, ...] = (1,)
     if model.is_moe:
         ep = tuple(e for e in (1, 2, 4, 8, 16, 32, 64) if model.experts % e == 0)
     prec = tuple(PRECISIONS.index(p) for p in precisions)
-    return Axes(tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, micro_batch=MICRO_BATCH_CHOICES,
-                recompute=recompute, precision=prec)
+    return Axes(tp=tp, pp=pp, vpp=VPP_CHOICES, cp=cp, ep=ep, zero=zero,
+                micro_batch=MICRO_BATCH_CHOICES, recompute=recompute, precision=prec,
+                layers=model.layers)
 
 
 def gpu_counts(gpus_per_node: int, cap: int, at_least: int = 1) -> np.ndarray:
@@ -55,14 +99,25 @@ def gpu_counts(gpus_per_node: int, cap: int, at_least: int = 1) -> np.ndarray:
     return np.array(counts, dtype=np.int64)
 
 
-def product(counts: np.ndarray, axes: Axes) -> dict[str, np.ndarray]:
-    """Cartesian product of the GPU counts and every axis, flattened (int64 arrays)."""
-    dims = [np.asarray(counts, dtype=np.int64)] + [
-        np.asarray(v, dtype=np.int64) for v in (axes.tp, axes.pp, axes.cp, axes.ep, axes.zero,
-                                                  axes.micro_batch, axes.recompute,
-                                                  axes.precision)]
-    mesh = np.meshgrid(*dims, indexing="ij", copy=False)
-    names = ("gpus", "tp", "pp", "cp", "ep", "zero", "micro_batch", "recompute", "precision")
+def product(count: int, axes: Axes) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The layouts of one GPU count whose tp * pp * cp divides it, as flat int64 arrays (the
+    cartesian product of every axis, pipelines as (pp, vpp) pairs), and per TP value (axes.tp
+    order) how many layouts of the full product were left out because it does not."""
+    pipes = np.asarray(axes.pipelines(), dtype=np.int64).reshape(-1, 2)
+    inner = [(t, i, c) for t in axes.tp for i, (p, _) in enumerate(pipes) for c in axes.cp
+             if count % (t * int(p) * c) == 0]
+    rest = [np.asarray(v, dtype=np.int64) for v in (axes.ep, axes.zero, axes.micro_batch,
+                                                      axes.recompute, axes.precision)]
+    per_inner = int(np.prod([v.size for v in rest]))
+    kept = np.array([sum(1 for t, _, _ in inner if t == tv) for tv in axes.tp], dtype=np.int64)
+    dropped = (len(pipes) * len(axes.cp) - kept) * per_inner
+    tri = np.asarray(inner, dtype=np.int64).reshape(-1, 3)
+    mesh = np.meshgrid(np.arange(len(tri)), *rest, indexing="ij", copy=False)
+    names = ("inner", "ep", "zero", "micro_batch", "recompute", "precision")
     out = {k: m.reshape(-1) for k, m in zip(names, mesh, strict=True)}
-    out["dp"] = out["gpus"] // (out["tp"] * out["pp"] * out["cp"])
-    return out
+    which = out.pop("inner")
+    out["tp"], out["cp"] = tri[which, 0], tri[which, 2]
+    out["pp"], out["vpp"] = pipes[tri[which, 1], 0], pipes[tri[which, 1], 1]
+    out["gpus"] = np.full(which.size, count, dtype=np.int64)
+    out["dp"] = count // (out["tp"] * out["pp"] * out["cp"])
+    return out, dropped

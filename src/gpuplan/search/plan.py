@@ -20,10 +20,11 @@ import numpy as np
 from ..catalog import Catalog
 from ..errors import ConfigError
 from ..estimators import cost as costm
+from ..estimators import memory
 from ..spec import PRECISIONS, RECOMPUTE, STACKS, Layout, ModelSpec
 from ..units import GiB
 from . import feasibility as fz
-from .evaluate import Site, memory_per_gpu, outcome, time_per_step
+from .evaluate import Site, outcome, time_per_step
 from .explain import OBJECTIVES, finish
 from .grid import Axes, gpu_counts, model_axes, product
 from .hardware import best_stack, efficiency_for, hardware_table
@@ -37,7 +38,7 @@ DEFAULT_MAX_GPUS = 16384
 # the slowest one (a 2-year run on a few spot GPUs), which nobody would choose.
 DEFAULT_DEADLINE_DAYS = 365.0
 MAX_GPUS_CAP = 2**20  # the largest cluster the search enumerates (1,048,576 GPUs)
-SEARCH_CAP = 50_000_000  # candidates; above this the user must narrow the search
+SEARCH_CAP = 200_000_000  # candidates (layouts x GPU counts x prices); above, narrow the search
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,7 +86,7 @@ class Request:
 
 
 def _layout(g: dict[str, np.ndarray], req: Request) -> Layout:
-    return Layout(tp=g["tp"], pp=g["pp"], dp=g["dp"], cp=g["cp"], ep=g["ep"], vpp=1,
+    return Layout(tp=g["tp"], pp=g["pp"], dp=g["dp"], cp=g["cp"], ep=g["ep"], vpp=g["vpp"],
                   zero=g["zero"], micro_batch=g["micro_batch"], global_batch=req.global_batch,
                   seq_len=req.seq_len, recompute=g["recompute"], precision=g["precision"])
 
@@ -98,39 +99,62 @@ def _take(g: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
 class LayoutTable:
     """Every layout of every GPU count, evaluated once for all platforms: the structural checks
     and the memory per GPU depend on the layout alone (not on which GPU runs it), so a group
-    of platforms only compares memory with its capacity and adds its own masks."""
+    of platforms only compares memory with its capacity and adds its own masks. Only the rows
+    that can run are kept (`g`, count-major); the others are counted per GPU count, TP degree
+    and reason (`dropped`), so each group tallies them exactly without touching them."""
 
-    g: dict[str, np.ndarray]  # count-major rows: block i holds every layout of counts[i]
-    block: int
+    g: dict[str, np.ndarray]  # runnable rows, count-major: block i holds those of counts[i]
+    starts: np.ndarray  # rows of block i: g[...][starts[i]:starts[i + 1]]
     position: dict[int, int]  # GPU count -> block number
-    divisible: np.ndarray
-    valid: np.ndarray  # divisible and structurally valid for the model and batch
-    memory_bytes: np.ndarray  # per GPU (nan where not valid)
+    tp_values: np.ndarray  # the TP axis, indexing dropped's second dimension
+    dropped: np.ndarray  # (blocks, tp values, 3): rows not divisible / not valid / no interleave
+    memory_bytes: np.ndarray  # per GPU, per runnable row
+
+    def blocks(self, counts: np.ndarray) -> list[int]:
+        return [self.position[int(c)] for c in counts]
 
     def rows(self, counts: np.ndarray) -> np.ndarray | slice:
-        """The rows of these GPU counts: a slice (a view, no copy) when their blocks are
-        consecutive, as they are for one node size's power-of-two counts."""
-        blocks = [self.position[int(c)] for c in counts]
+        """The runnable rows of these GPU counts: a slice (a view, no copy) when their blocks
+        are consecutive, as they are for one node size's power-of-two counts."""
+        blocks = self.blocks(counts)
         if not blocks:
             return slice(0, 0)
         if blocks == list(range(blocks[0], blocks[0] + len(blocks))):
-            return slice(blocks[0] * self.block, (blocks[-1] + 1) * self.block)
-        return np.concatenate([np.arange(b * self.block, (b + 1) * self.block) for b in blocks])
+            return slice(int(self.starts[blocks[0]]), int(self.starts[blocks[-1] + 1]))
+        return np.concatenate([np.arange(self.starts[b], self.starts[b + 1]) for b in blocks])
 
 
 def layout_table(req: Request, counts: np.ndarray, axes: Axes) -> LayoutTable:
+    """The runnable layouts of every GPU count (one loop step per count, arrays within)."""
     counts = np.unique(np.asarray(counts, dtype=np.int64))
-    g = product(counts, axes)
-    block = g["gpus"].size // max(len(counts), 1)
-    divisible = g["gpus"] % (g["tp"] * g["pp"] * g["cp"]) == 0
-    g["dp"] = np.maximum(g["dp"], 1)
-    valid = divisible & _layout(g, req).valid_mask(req.model)
+    tp_values = np.asarray(axes.tp, dtype=np.int64)
+    dropped = np.zeros((len(counts), tp_values.size, 3), dtype=np.int64)
+    parts: list[dict[str, np.ndarray]] = []
+    for i, c in enumerate(counts):
+        g, dropped[i, :, 0] = product(int(c), axes)  # tp*pp*cp divides the count
+        valid = _layout(g, req).valid_mask(req.model)
+        # Megatron-LM's interleaved schedule runs micro-batches per step in groups of pp
+        interleaves = (g["vpp"] == 1) | (req.global_batch % (g["dp"] * g["micro_batch"]
+                                                            * g["pp"]) == 0)
+        tp_at = np.searchsorted(tp_values, g["tp"])
+        dropped[i, :, 1] = np.bincount(tp_at[~valid], minlength=tp_values.size)
+        dropped[i, :, 2] = np.bincount(tp_at[valid & ~interleaves], minlength=tp_values.size)
+        parts.append(_take(g, valid & interleaves))
+    g = ({k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts
+         else {k: np.zeros(0, dtype=np.int64) for k in _ROW_KEYS})
     mem = np.full(g["gpus"].size, np.nan)
-    if valid.any():
-        bd = memory_per_gpu(req.model, _layout(_take(g, valid), req), req.site)
-        mem[valid] = np.asarray(bd.total, dtype=float)
-    return LayoutTable(g=g, block=block, position={int(c): i for i, c in enumerate(counts)},
-                       divisible=divisible, valid=valid, memory_bytes=mem)
+    if g["gpus"].size:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            mem = np.asarray(memory.most_loaded_total(
+                req.model, _layout(g, req), runtime_overhead_bytes=req.site.runtime_overhead_bytes,
+                fragmentation=req.site.fragmentation), dtype=float)
+    starts = np.concatenate(([0], np.cumsum([p["gpus"].size for p in parts], dtype=np.int64)))
+    return LayoutTable(g=g, starts=starts, position={int(c): i for i, c in enumerate(counts)},
+                       tp_values=tp_values, dropped=dropped, memory_bytes=mem)
+
+
+_ROW_KEYS = ("gpus", "tp", "pp", "vpp", "cp", "dp", "ep", "zero", "micro_batch", "recompute",
+             "precision")
 
 
 class Tally:
@@ -142,7 +166,9 @@ class Tally:
         self.physically_feasible = 0
 
     def drop(self, gpu: str, code: str, mask: np.ndarray) -> None:
-        k = int(np.count_nonzero(mask))
+        self.add(gpu, code, int(np.count_nonzero(mask)))
+
+    def add(self, gpu: str, code: str, k: int) -> None:
         if k:
             self.total[code] += k
             self.by_gpu.setdefault(gpu, Counter())[code] += k
@@ -170,14 +196,12 @@ def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np
     assert acc is not None
     if table is None:
         table = layout_table(req, counts, axes)
+    _tally_dropped(tally, acc.id, table, counts, p0.scale_up_domain)
     idx = table.rows(counts)
-    divisible, valid = table.divisible[idx], table.valid[idx]
     tp, prec, gpus = (table.g[k][idx] for k in ("tp", "precision", "gpus"))
-    tp_domain, *hardware = fz.hardware_checks(tp=tp, precision=prec, gpus=gpus, platform=p0,
-                                              allow_consumer=req.filters.allow_consumer)
-    keep = tally.apply(acc.id, np.ones(divisible.shape, dtype=bool), [
-        fz.Check(code=fz.DIVIDE, bad=~divisible), tp_domain,
-        fz.Check(code=fz.LAYOUT, bad=~valid), *hardware,
+    keep = tally.apply(acc.id, np.ones(tp.shape, dtype=bool), [
+        *fz.hardware_checks(tp=tp, precision=prec, gpus=gpus, platform=p0,
+                            allow_consumer=req.filters.allow_consumer),
         fz.memory_check(table.memory_bytes[idx], acc.memory_bytes)])
     rows = (np.arange(table.g["gpus"].size)[idx] if isinstance(idx, slice) else idx)[keep]
     g = {k: v[rows] for k, v in table.g.items()}
@@ -206,6 +230,19 @@ def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np
     g = _take(g, ok)
     tally.physically_feasible += int(ok.sum())
     return fastest_per_count(g)
+
+
+def _tally_dropped(tally: Tally, gpu: str, table: LayoutTable, counts: np.ndarray,
+                   domain: int) -> None:
+    """Tally the rows the table dropped for these counts, each under its first broken rule in
+    fz.ORDER: not divisible, then TP beyond the scale-up domain, then the layout rules, then
+    interleaving (exactly as if every row went through the checks in order)."""
+    d = table.dropped[table.blocks(counts)].sum(axis=0)  # (tp values, 3)
+    over = table.tp_values > domain
+    tally.add(gpu, fz.DIVIDE, int(d[:, 0].sum()))
+    tally.add(gpu, fz.TP_DOMAIN, int(d[over, 1:].sum()))
+    tally.add(gpu, fz.LAYOUT, int(d[~over, 1].sum()))
+    tally.add(gpu, fz.INTERLEAVE, int(d[~over, 2].sum()))
 
 
 def fastest_per_count(g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -287,21 +324,20 @@ def search(cat: Catalog, req: Request,
     """Evaluate every candidate; return ranked plans, the Pareto front and the exclusions."""
     req.check()
     platforms, excluded_platforms = select_platforms(cat, req.filters)
-    axes = model_axes(req.model, req.seq_len, precisions=req.precisions)
-    per_group = int(np.prod([len(v) for v in (axes.tp, axes.pp, axes.cp, axes.ep, axes.zero,
-                                               axes.micro_batch, axes.recompute,
-                                               axes.precision)]))
     planned = []
     for plats in group_by_physics(platforms).values():
         cap = min(req.max_gpus, max(p.max_gpus or req.max_gpus for p in plats))
         planned.append(_group(req, cat, plats, cap))
+    all_counts = (np.concatenate([g.counts for g in planned]) if planned
+                  else np.zeros(0, dtype=np.int64))
+    axes = model_axes(req.model, req.seq_len, precisions=req.precisions, counts=all_counts)
+    per_group = axes.size
     total = sum(g.counts.size * per_group * len(g.prices) for g in planned)
     if total > SEARCH_CAP:
         raise ConfigError(f"the search space has {total:,} candidates, above the cap of "
                           f"{SEARCH_CAP:,}; narrow it with --gpu, --max-gpus, --cloud or "
                           f"--acquisition")
-    table = layout_table(req, np.concatenate([g.counts for g in planned]) if planned
-                         else np.zeros(0, dtype=np.int64), axes)
+    table = layout_table(req, all_counts, axes)
     tally = Tally()
     joined: list[dict[str, np.ndarray]] = []
     meta: list[PriceRow] = []
@@ -335,7 +371,7 @@ def at_size(cat: Catalog, req: Request, plat: Platform, gpus: int, mode: str,
     budget applied): days, cost, tokens/s, MFU -- or not feasible, with the reason's code."""
     if plat.max_gpus and gpus > plat.max_gpus:
         return SizeResult(gpus=gpus, feasible=False, reason=fz.OFFER_CAP)
-    axes = model_axes(req.model, req.seq_len, precisions=precisions)
+    axes = model_axes(req.model, req.seq_len, precisions=precisions, counts=[gpus])
     tally = Tally()
     g = evaluate_group(req, cat, [plat], np.array([gpus]), axes, tally)
     if g["gpus"].size == 0:

@@ -56,6 +56,10 @@ class LayoutInfo:
     flash: bool
     offload: bool
     stack: str = "megatron"  # a name of spec.STACKS
+    # decoder layers given for the first / last pipeline stage (0 = the default split,
+    # `estimators.shapes.stage_layers`)
+    first_stage_layers: int = 0
+    last_stage_layers: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,6 +187,7 @@ class PlanRow:
     time_to_train_days_p90: float | None = None
     cost_usd_p10: float | None = None
     cost_usd_p90: float | None = None
+    vpp: int = 1  # interleaved pipeline chunks per rank
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -130,7 +130,9 @@ def _layout_info(layout: Layout) -> LayoutInfo:
         microbatches=int(np.asarray(layout.microbatches).item()),
         precision=PRECISIONS[int(v["precision"])], recompute=RECOMPUTE[int(v["recompute"])],
         optimizer=OPTIMIZERS[int(v["optimizer"])], sp=bool(v["sp"]) and int(v["tp"]) > 1,
-        flash=bool(v["flash"]), offload=bool(v["offload"]), stack=STACKS[int(v["stack"])])
+        flash=bool(v["flash"]), offload=bool(v["offload"]), stack=STACKS[int(v["stack"])],
+        first_stage_layers=int(v["first_stage_layers"]),
+        last_stage_layers=int(v["last_stage_layers"]))
 
 
 def _warnings(plat: Platform, layout: Layout, gpus: int, memory_bytes: Any, capacity_bytes: float,
