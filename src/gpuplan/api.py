@@ -142,7 +142,7 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
              tokens: str | float | None = None, offer: str | None = None,
              system: str | None = None, usd_per_gpu_hour: float | None = None,
              pricing: str | None = None, catalog: Catalog | str | Sequence[str] | None = None,
-             **flags: Any) -> Estimate:
+             grad_reduce_dtype: str | None = None, **flags: Any) -> Estimate:
     """Memory, time and cost of one configuration (`gpuplan estimate`). `flags`: the explicit
     model flags (layers, hidden, heads, kv_heads, ffn, vocab, mlp, tied_embeddings) and the
     site flags (utilization, years, electricity, pue, grid_intensity, interruptions, reuse)."""
@@ -164,7 +164,8 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
         check_tokens(value, int(layout.global_batch) * int(layout.seq_len), tokens)
     return single.estimate(cat, m, acc, layout, gpus=n, tokens=value, offer=offer,
                            system=system, usd_per_gpu_hour=usd_per_gpu_hour, pricing=pricing,
-                           overrides=_site_overrides(flags))
+                           overrides=_site_overrides(flags),
+                           grad_reduce_dtype=grad_reduce_dtype)
 
 
 def _check_flags(flags: dict[str, Any], known: Sequence[str], extra: Sequence[str] = ()

@@ -11,7 +11,16 @@ from ..errors import CatalogError, GpuplanError, UnknownIdError
 from .check import check_keys, check_value, convert, did_you_mean, where
 from .merge import PACKAGE_PREFIX, Doc, Row, merge_docs
 from .model import Catalog
-from .schema import EFFICIENCY, ROW_TABLES, RULES, SCENARIO, SITE_FIELDS, SITE_VALUES, normalize
+from .schema import (
+    EFFICIENCY,
+    ROW_TABLES,
+    RULES,
+    SCENARIO,
+    SITE_FIELDS,
+    SITE_VALUES,
+    STACK_MEMORY,
+    normalize,
+)
 
 BUILD: dict[str, Callable[..., Any]] = {
     "accelerator": spec.Accelerator,
@@ -155,6 +164,18 @@ def build_scenarios(cat: Catalog, rows: dict[str, Row]) -> dict[str, dict[str, A
     return out
 
 
+def build_stack_memory(rows: dict[str, Row]) -> dict[str, dict[str, Any]]:
+    """[memory.STACK] rows (data/memory.toml): one per name of spec.STACKS, each complete."""
+    out = {}
+    for ident, row in rows.items():
+        if ident not in spec.STACKS:
+            raise CatalogError(f"{_at('memory', ident, row)}: unknown software stack; "
+                               f"stacks: {', '.join(spec.STACKS)}")
+        _check(STACK_MEMORY, "memory", ident, row, complete=True)
+        out[ident] = dict(row.values)
+    return out
+
+
 def cross_check(cat: Catalog) -> None:
     """References between tables must resolve."""
     def need(kind: str, ident: str, ref_kind: str, ref: str, table: dict[str, Any]) -> None:
@@ -186,6 +207,7 @@ def build_catalog(docs: list[Doc]) -> Catalog:
     cross_check(cat)
     cat.extra["efficiency"] = resolve_efficiency(rows["efficiency"])
     cat.extra["scenarios"] = build_scenarios(cat, rows["scenarios"])
+    cat.extra["memory"] = build_stack_memory(rows["memory"])
     for kind, table in rows.items():
         for ident, row in table.items():
             cat.provenance[(kind, ident)] = dict(row.origins)

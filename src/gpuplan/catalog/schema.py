@@ -265,8 +265,21 @@ RULES: tuple[tuple[str, Callable[[dict[str, Any]], bool], str], ...] = (
      "network_gbit_per_s = 0 (no inter-instance fabric) needs max_instances = 1"),
 )
 
+# [memory.STACK]: the buffers a software stack keeps (data/memory.toml; names from spec.STACKS).
+STACK_MEMORY: dict[str, Field] = {
+    "grad_reduce_dtype": text(choices=("fp32", "bf16")),
+    "main_grad_always": Field("bool", True),
+    "reduce_copy": Field("bool", True),
+    "fp8_weight_bytes_per_param": num(high=16.0),
+    "moe_token_buffers": num(high=16.0),
+    "source": text(),
+    "as_of": date(),
+    "notes": text(False),
+}
+
 NAMED_TABLES: dict[str, dict[str, Field]] = {
-    "site": SITE_FIELDS, "efficiency": EFFICIENCY, "scenarios": SCENARIO}
+    "site": SITE_FIELDS, "efficiency": EFFICIENCY, "scenarios": SCENARIO,
+    "memory": STACK_MEMORY}
 SCHEMAS: dict[str, dict[str, Field]] = {**ROW_TABLES, **NAMED_TABLES}
 
 # which file holds which table
@@ -280,6 +293,7 @@ FILES = {
     "site": "site.toml",
     "efficiency": "efficiency.toml",
     "scenarios": "scenarios.toml",
+    "memory": "memory.toml",
 }
 LIST_CMD = {
     "accelerator": "gpuplan catalog gpus",
@@ -291,10 +305,12 @@ LIST_CMD = {
     "site": "gpuplan catalog site",
     "efficiency": "data/efficiency.toml",
     "scenarios": "gpuplan plan --help",
+    "memory": "data/memory.toml",
 }
 KIND_WORD = {"accelerator": "GPU", "model": "model", "offer": "offer", "system": "system",
              "pod": "pod", "fabric": "fabric", "site": "site value",
-             "efficiency": "efficiency family", "scenarios": "scenario"}
+             "efficiency": "efficiency family", "scenarios": "scenario",
+             "memory": "software stack"}
 
 DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 

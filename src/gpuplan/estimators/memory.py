@@ -54,8 +54,11 @@ Conventions and sources (each formula is repeated beside its function):
   `layer_activation_bytes`.
 - CPU offload (ZeRO-Offload, Ren et al. 2021, arXiv 2101.06840): optimizer state and the fp32
   master copy move to the CPU (`offloaded`, not in `total`); half gradients stay on the GPU.
-- Overhead: runtime_overhead_bytes (CUDA/ROCm context, NCCL buffers; a catalog constant) plus
-  fragmentation * allocated bytes (caching-allocator slack).
+- Buffers by software stack (`Layout.stack`, `buffers.py`, data/memory.toml): the gradient
+  accumulation / reduction dtype, FP8 weight copies, MoE token buffers; each a named part.
+- Overhead: runtime_overhead_bytes (CUDA/ROCm context, NCCL buffers; a catalog constant,
+  `runtime_context`) plus fragmentation * allocated bytes (caching-allocator slack,
+  `allocator_margin`). `allocated` (the tensors) + margin = `reserved`; + context = total.
 - Biases, position embeddings and norm statistics (s*b floats) are ignored, as in the papers.
 """
 
@@ -66,7 +69,9 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import ADAFACTOR, ADAMW, FP32, R_NONE, SGD, Layout, ModelSpec
+from ..spec import ADAFACTOR, ADAMW, FP8, FP32, R_NONE, SGD, Layout, ModelSpec
+from . import buffers as bufm
+from .buffers import logits_bytes
 from .shapes import (
     StageParams,
     act_element_bytes,
@@ -78,17 +83,10 @@ from .shapes import (
     tokens_per_rank,
 )
 
-__all__ = [
-    "MemoryBreakdown",
-    "memory_breakdown",
-    "layer_activation_bytes",
-    "layer_recompute_transient_bytes",
-    "model_state_bytes_per_param",
-    "adafactor_state_per_param",
-    "logits_bytes",
-    "inflight_microbatches",
-    "stage_breakdowns",
-]
+__all__ = ["MemoryBreakdown", "memory_breakdown", "layer_activation_bytes",
+           "layer_recompute_transient_bytes", "model_state_bytes_per_param",
+           "adafactor_state_per_param", "logits_bytes", "inflight_microbatches",
+           "stage_breakdowns"]
 
 # SwiGLU MLP tensors saved for backward, in units of s*b*ffn elements, for the unfused PyTorch
 # form w2(silu(w1 x) * w3 x) (Hugging Face Llama, torchtitan): w1 x, silu(w1 x), w3 x, product.
@@ -260,29 +258,11 @@ def inflight_microbatches(pp: Any, vpp: Any, microbatches: Any) -> Any:
     return np.maximum(np.minimum(held, microbatches), 1.0)
 
 
-def logits_bytes(
-    model: ModelSpec, *, seq_len: Any, micro_batch: Any, tp: Any = 1, cp: Any = 1,
-    sp: Any = True, precision: Any = 2,
-) -> tuple[Any, Any]:
-    """(saved, transient) bytes of the output layer on the last stage, one micro-batch.
-
-    saved: final-norm input and LM-head input e*s*b*h each (/t with SP) + fp32 log-softmax
-      output kept by the loss, 4*s*b*V/t (Korthikanti et al. 2022, section 4.3: 4sbh/t*(1+V/h));
-    transient: the logits in training precision e*s*b*V/t, alive with the loss buffer.
-    """
-    t = np.asarray(tp)
-    e = act_element_bytes(precision)
-    t_seq = np.where(np.asarray(sp, bool), t, 1)
-    sb = tokens_per_rank(seq_len, micro_batch, cp)
-    saved = 2 * model.hidden * e * sb / t_seq + (4.0 * model.vocab) * sb / t
-    return saved, (model.vocab * e) * sb / t
-
-
 # --- the breakdown -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MemoryBreakdown:
-    """Bytes on the most loaded GPU; `total` is the sum of every field but `offloaded`,
-    `zero3_saving` and `stage`.
+    """Bytes on the most loaded GPU; `total` is the sum of the parts (`parts`: every field
+    but `offloaded`, `zero3_saving`, `stage` and the four after it).
 
     `gathered` is what ZeRO-3 holds unsharded (the gathered layers and the root unit);
     `zero3_saving` is what its weight sharding saves on this GPU against ZeRO-2 (both 0 unless
@@ -298,19 +278,25 @@ class MemoryBreakdown:
     gathered: Any
     grad_bucket: Any  # ZeRO-2/3: one layer's unsharded gradients before their reduce-scatter
     grad_accum: Any
-    overhead: Any
+    fp8_weights: Any  # FP8 weight copies cached for the step (Transformer Engine: + transpose)
+    moe_tokens: Any  # MoE dispatch/combine token buffers of one layer
+    overhead: Any  # allocator_margin + runtime_context
     offloaded: Any  # on the CPU, not in total
     total: Any
     zero3_saving: Any  # not a part: weights ZeRO-3 saves against ZeRO-2 on this GPU
     stage: Any  # 0 = first pipeline stage is the most loaded, 1 = last
+    allocator_margin: Any  # fragmentation * allocated (reserved, not allocated)
+    runtime_context: Any  # CUDA context, workspaces, NCCL: outside the allocator
+    allocated: Any  # every tensor part (torch.cuda.max_memory_allocated)
+    reserved: Any  # allocated + allocator_margin (torch.cuda.max_memory_reserved)
 
     def summary(self, unit: float = 1.0) -> dict[str, Any]:
         """JSON keys weights, gradients, optimizer, activations, other, total (parts sum to total).
 
-        other = logits + gathered + grad_bucket + grad_accum + overhead. Divide by `unit`
-        (e.g. GiB); a single configuration gives Python floats.
+        other = the buffer lines (`buffers`). Divide by `unit` (e.g. GiB); a single
+        configuration gives Python floats.
         """
-        other = self.logits + self.gathered + self.grad_bucket + self.grad_accum + self.overhead
+        other = sum(np.asarray(v) for v in self.buffer_lines().values())
         parts = {"weights": self.weights, "gradients": self.gradients,
                  "optimizer": self.optimizer, "activations": self.activations,
                  "other": other, "total": self.total}
@@ -318,8 +304,15 @@ class MemoryBreakdown:
 
     def parts(self) -> dict[str, Any]:
         """All on-GPU parts (every field that sums to total)."""
-        skip = {"offloaded", "total", "zero3_saving", "stage"}
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_PARTS}
+
+    def buffer_lines(self) -> dict[str, Any]:
+        """The lines of `other`, in `buffers.BUFFER_LINES` order (they sum to `other`)."""
+        return {k: getattr(self, k) for k in bufm.BUFFER_LINES}
+
+
+_NOT_PARTS = {"offloaded", "total", "zero3_saving", "stage", "allocator_margin",
+              "runtime_context", "allocated", "reserved"}
 
 
 def _plain(x: np.ndarray) -> Any:
@@ -335,12 +328,14 @@ def memory_breakdown(
     *,
     runtime_overhead_bytes: float,
     fragmentation: float,
+    stacks: bufm.StackBuffers | None = None,
 ) -> MemoryBreakdown:
     """Per-GPU training memory of the most loaded GPU, for every configuration in `layout`.
 
     The first and last pipeline stages are both evaluated; for each configuration the one with
     the larger total is reported with its parts (they coincide when pp == 1).
-    `runtime_overhead_bytes` and `fragmentation` are catalog constants with a source.
+    `runtime_overhead_bytes` and `fragmentation` are catalog constants with a source; `stacks`
+    the catalog's [memory.STACK] buffers (`buffers.from_table`; None: `buffers.LEGACY`).
     Large grids are evaluated in blocks of CHUNK configurations (same arithmetic, same result;
     the temporaries then stay in cache, about 2x faster for a million configurations).
     """
@@ -348,7 +343,8 @@ def memory_breakdown(
     values = [np.asarray(getattr(layout, n)) for n in names]
     shape = np.broadcast(*values).shape
     size = int(np.prod(shape))
-    kw = dict(runtime_overhead_bytes=runtime_overhead_bytes, fragmentation=fragmentation)
+    kw = dict(runtime_overhead_bytes=runtime_overhead_bytes, fragmentation=fragmentation,
+              stacks=stacks)
     if size <= CHUNK:
         return _block(model, layout, **kw)
     flat = {n: (v if v.ndim == 0 else np.broadcast_to(v, shape).reshape(-1))
@@ -366,11 +362,12 @@ def memory_breakdown(
 
 
 def stage_breakdowns(model: ModelSpec, layout: Layout, *, runtime_overhead_bytes: float,
-                     fragmentation: float) -> tuple[MemoryBreakdown, MemoryBreakdown]:
+                     fragmentation: float, stacks: bufm.StackBuffers | None = None
+                     ) -> tuple[MemoryBreakdown, MemoryBreakdown]:
     """The breakdowns of a GPU of the first and of the last pipeline stage (equal when pp == 1);
     `memory_breakdown` reports the larger of the two."""
     f, la = _stage_dicts(model, layout, runtime_overhead_bytes=runtime_overhead_bytes,
-                         fragmentation=fragmentation)
+                         fragmentation=fragmentation, stacks=stacks)
     shape = np.shape(np.asarray(f["total"] + la["total"]))
     return tuple(  # type: ignore[return-value]
         MemoryBreakdown(**{k: np.broadcast_to(v, shape) for k, v in d.items()},
@@ -379,9 +376,9 @@ def stage_breakdowns(model: ModelSpec, layout: Layout, *, runtime_overhead_bytes
 
 
 def _block(model: ModelSpec, layout: Layout, *, runtime_overhead_bytes: float,
-           fragmentation: float) -> MemoryBreakdown:
+           fragmentation: float, stacks: bufm.StackBuffers | None = None) -> MemoryBreakdown:
     f, la = _stage_dicts(model, layout, runtime_overhead_bytes=runtime_overhead_bytes,
-                         fragmentation=fragmentation)
+                         fragmentation=fragmentation, stacks=stacks)
     pick_last = la["total"] > f["total"]
     shape = np.shape(pick_last)
     out = {k: np.broadcast_to(np.where(pick_last, la[k], f[k]), shape) for k in f}
@@ -398,6 +395,7 @@ class _PerLayer:
     moe_transient: Any
     head: Any  # saved + transient logits bytes
     emb_mask: Any  # embedding dropout mask, per micro-batch
+    moe_tokens: Any  # one MoE token buffer of a layer (tokens x top-k x hidden)
 
 
 def _per_layer(model: ModelSpec, L: Layout) -> _PerLayer:
@@ -418,20 +416,26 @@ def _per_layer(model: ModelSpec, L: Layout) -> _PerLayer:
         * model.hidden / np.where(L.sp, tp, 1)
     return _PerLayer(dense_stored=dense_stored, dense_transient=dense_transient,
                      moe_stored=moe_stored, moe_transient=moe_transient, head=saved + live,
-                     emb_mask=emb_mask)
+                     emb_mask=emb_mask, moe_tokens=bufm.moe_token_bytes(
+                         model, tokens=tokens_per_rank(L.seq_len, L.micro_batch, cp)
+                         / np.where(L.sp, tp, 1), precision=kw["precision"]))
 
 
 def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
-                 fragmentation: float) -> tuple[dict[str, Any], dict[str, Any]]:
+                 fragmentation: float, stacks: bufm.StackBuffers | None = None
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Every part of `MemoryBreakdown` (but `stage`) for the first and the last stage."""
     precision = np.asarray(L.precision, dtype=np.intp)
     wb, gb, ob = model_state_bytes_per_param(precision, L.optimizer,
                                              adafactor_state_per_param(model))
     m = np.asarray(L.microbatches, dtype=float)
     acts = _per_layer(model, L)
+    sb = (stacks or bufm.LEGACY).pick(L.stack)
     out = []
     for P, is_first in zip(stages(model, L.tp, L.pp, L.ep), (True, False), strict=True):
-        d = _state(P, L, wb, gb, ob, m)
+        d = _state(P, L, wb, gb, ob, m, sb)
+        d["moe_tokens"] = np.where(P.moe_layers > 0, acts.moe_tokens * sb["moe_token_buffers"],
+                                   0.0)
         stored = P.dense_layers * acts.dense_stored + P.moe_layers * acts.moe_stored
         transient = np.maximum(np.where(P.dense_layers > 0, acts.dense_transient, 0.0),
                                np.where(P.moe_layers > 0, acts.moe_transient, 0.0))
@@ -442,18 +446,22 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
         else:
             d["activations"] = stored + transient
             d["logits"] = acts.head
-        allocated = sum(d[k] for k in _ALLOCATED)
-        d["overhead"] = runtime_overhead_bytes + fragmentation * allocated
-        d["total"] = allocated + d["overhead"]
+        d["allocated"] = sum(d[k] for k in _ALLOCATED)
+        d["allocator_margin"] = fragmentation * d["allocated"]
+        d["runtime_context"] = np.full(np.shape(d["allocated"]), float(runtime_overhead_bytes))
+        d["reserved"] = d["allocated"] + d["allocator_margin"]
+        d["overhead"] = d["runtime_context"] + d["allocator_margin"]
+        d["total"] = d["reserved"] + d["runtime_context"]
         out.append(d)
     return out[0], out[1]
 
 
 _ALLOCATED = ("weights", "gradients", "optimizer", "activations", "logits", "gathered",
-              "grad_bucket", "grad_accum")
+              "grad_bucket", "grad_accum", "fp8_weights", "moe_tokens")
 
 
-def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any) -> dict[str, Any]:
+def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any,
+           sb: dict[str, Any]) -> dict[str, Any]:
     """Weights, gradients, optimizer state and the ZeRO buffers of one stage's GPU.
 
     ZeRO-1/2/3 shard optimizer state / + gradients / + weights over dp*cp (experts over
@@ -462,16 +470,21 @@ def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any) -> dict
     time (`grad_bucket`; FSDP's unsharded gradient before its reduce-scatter, DeepSpeed's
     reduce bucket). ZeRO-3 gathers the current layer and prefetches the next (FSDP's default),
     so it holds min(2, layers on the stage) gathered layers plus the root unit (`gathered`).
-    Experts whose shard group is 1 are neither sharded nor gathered.
+    Experts whose shard group is 1 are neither sharded nor gathered. The stack's buffers
+    (`sb`, buffers.StackBuffers.pick): the accumulation buffer in the reduce dtype, the reduce
+    copy in the bucket, and FP8 weight copies, which follow the weights' sharding (the 1 B copy
+    of `model_state_bytes_per_param`'s 3 B fp8 weight is moved into `fp8_weights`).
     """
     zero, precision = np.asarray(L.zero), np.asarray(L.precision, dtype=np.intp)
     group = shard_group(L.dp, L.cp)
     egroup = expert_shard_group(L.dp, L.cp, L.ep)
     grad_params = sharded_params(P, L.dp, L.cp, L.ep, zero >= 2)
-    weights = wb * sharded_params(P, L.dp, L.cp, L.ep, zero >= 3)
+    wb = wb - (precision == FP8)  # bf16 weights; the fp8 copies are their own part
+    weight_params = sharded_params(P, L.dp, L.cp, L.ep, zero >= 3)
+    weights = wb * weight_params
     opt = ob * sharded_params(P, L.dp, L.cp, L.ep, zero >= 1)
-    # accumulating over micro-batches in fp32 (Megatron-LM main_grad): 4 B instead of gb
-    accum_b = np.where((precision != FP32) & (m > 1), 4.0 - gb, 0.0)
+    # the accumulation buffer in the reduce dtype (Megatron-LM main_grad: fp32 every step)
+    accum_b = bufm.grad_accum_bytes(mixed=precision != FP32, microbatches=m, grad_bytes=gb, sb=sb)
     unit = P.unit - np.where(egroup > 1, 0.0, P.unit_expert)  # the sharded part of a layer
     gather = (zero >= 3) & (group > 1)
     layers = np.minimum(2.0, P.dense_layers + P.moe_layers)
@@ -479,6 +492,9 @@ def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any) -> dict
     return dict(weights=weights, gradients=gb * grad_params,
                 optimizer=np.where(offload, 0.0, opt), offloaded=np.where(offload, opt, 0.0),
                 gathered=np.where(gather, wb * (layers * unit + P.root), 0.0),
-                grad_bucket=np.where((zero >= 2) & (group > 1), gb * unit, 0.0),
+                grad_bucket=np.where((zero >= 2) & (group > 1),
+                                     bufm.grad_bucket_bytes(gb, sb) * unit, 0.0),
                 grad_accum=accum_b * grad_params,
+                fp8_weights=np.where(precision == FP8, sb["fp8_weight_bytes"], 0.0)
+                * weight_params,
                 zero3_saving=np.where(gather, wb * P.total - weights, 0.0))
