@@ -94,3 +94,11 @@ def test_estimate_json_explains_other():
                         seq_len=4096, global_batch=512, recompute="selective",
                         grad_reduce_dtype="bf16")
     assert dict((k, v) for k, v, _ in bf16.memory_buffers)["grad_accum"] == 0.0
+
+
+def test_torchtitan_loss_upcast_adds_one_fp32_logits_copy(stacks, model):
+    # torchtitan's loss: cross_entropy(pred.float()): 4*s*b*V bytes more than Megatron's
+    lay = Layout(dp=8, zero=3, global_batch=8, seq_len=4096, stack=np.array([MEGATRON,
+                                                                              TORCHTITAN]))
+    lg = memory_breakdown(model, lay, stacks=stacks, **KW).logits
+    assert float(lg[1] - lg[0]) == pytest.approx(4.0 * 4096 * model.vocab, rel=1e-12)

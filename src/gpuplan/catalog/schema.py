@@ -272,6 +272,7 @@ STACK_MEMORY: dict[str, Field] = {
     "reduce_copy": Field("bool", True),
     "fp8_weight_bytes_per_param": num(high=16.0),
     "moe_token_buffers": num(high=16.0),
+    "loss_fp32_copies": num(high=16.0),
     "source": text(),
     "as_of": date(),
     "notes": text(False),

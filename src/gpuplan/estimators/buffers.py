@@ -14,7 +14,10 @@ sourced there):
   reduce-scatter (FSDP2 with reduce_dtype wider than param_dtype);
 - fp8_weight_bytes: FP8 weight copies cached for the step, bytes per parameter (Transformer
   Engine: the fp8 weight and its transpose, 2; torchao's dynamic casts: 0);
-- moe_token_buffers: MoE dispatch/combine buffers of tokens x top-k x hidden alive at once.
+- moe_token_buffers: MoE dispatch/combine buffers of tokens x top-k x hidden alive at once;
+- loss_fp32_copies: fp32 copies of the logits alive with the loss's log-softmax output
+  (torchtitan: cross_entropy(pred.float()), 1; Megatron's fused vocab-parallel cross entropy, 0);
+  counted in the `logits` line.
 
 `LEGACY` is the model before stacks were an input (fp32 accumulation only with several
 micro-batches, one cached fp8 copy, no token buffers): what `memory_breakdown` uses when no
@@ -57,13 +60,14 @@ class StackBuffers:
     reduce_copy: tuple[bool, ...]
     fp8_weight_bytes: tuple[float, ...]
     moe_token_buffers: tuple[float, ...]
+    loss_fp32_copies: tuple[float, ...]
 
     def pick(self, stack: Any) -> dict[str, Any]:
         """The constants of each configuration's stack (arrays shaped like `stack`)."""
         s = np.asarray(stack, dtype=np.intp)
         return {k: np.asarray(getattr(self, k))[s] for k in
                 ("grad_reduce_bytes", "main_grad_always", "reduce_copy", "fp8_weight_bytes",
-                 "moe_token_buffers")}
+                 "moe_token_buffers", "loss_fp32_copies")}
 
     def with_grad_reduce(self, dtype: str) -> StackBuffers:
         """Every stack reducing gradients in `dtype` ('fp32' or 'bf16'): the
@@ -72,7 +76,8 @@ class StackBuffers:
         return StackBuffers(grad_reduce_bytes=(REDUCE_DTYPES[dtype],) * n,
                             main_grad_always=self.main_grad_always, reduce_copy=self.reduce_copy,
                             fp8_weight_bytes=self.fp8_weight_bytes,
-                            moe_token_buffers=self.moe_token_buffers)
+                            moe_token_buffers=self.moe_token_buffers,
+                            loss_fp32_copies=self.loss_fp32_copies)
 
 
 def _same(v: Any) -> tuple[Any, ...]:
@@ -81,7 +86,7 @@ def _same(v: Any) -> tuple[Any, ...]:
 
 LEGACY = StackBuffers(grad_reduce_bytes=_same(4.0), main_grad_always=_same(False),
                       reduce_copy=_same(False), fp8_weight_bytes=_same(1.0),
-                      moe_token_buffers=_same(0.0))
+                      moe_token_buffers=_same(0.0), loss_fp32_copies=_same(0.0))
 
 
 def from_table(rows: dict[str, dict[str, Any]]) -> StackBuffers:
@@ -92,7 +97,8 @@ def from_table(rows: dict[str, dict[str, Any]]) -> StackBuffers:
         main_grad_always=tuple(bool(x["main_grad_always"]) for x in r),
         reduce_copy=tuple(bool(x["reduce_copy"]) for x in r),
         fp8_weight_bytes=tuple(float(x["fp8_weight_bytes_per_param"]) for x in r),
-        moe_token_buffers=tuple(float(x["moe_token_buffers"]) for x in r))
+        moe_token_buffers=tuple(float(x["moe_token_buffers"]) for x in r),
+        loss_fp32_copies=tuple(float(x["loss_fp32_copies"]) for x in r))
 
 
 def buffer_dtypes(precision: str, grad_reduce_bytes: float) -> dict[str, str]:

@@ -54,8 +54,7 @@ Conventions and sources (each formula is repeated beside its function):
   `layer_activation_bytes`.
 - CPU offload (ZeRO-Offload, Ren et al. 2021, arXiv 2101.06840): optimizer state and the fp32
   master copy move to the CPU (`offloaded`, not in `total`); half gradients stay on the GPU.
-- Buffers by software stack (`Layout.stack`, `buffers.py`, data/memory.toml): the gradient
-  accumulation / reduction dtype, FP8 weight copies, MoE token buffers; each a named part.
+- Buffers by software stack (`Layout.stack`): see buffers.py (data/memory.toml).
 - Overhead: runtime_overhead_bytes (CUDA/ROCm context, NCCL buffers; a catalog constant,
   `runtime_context`) plus fragmentation * allocated bytes (caching-allocator slack,
   `allocator_margin`). `allocated` (the tensors) + margin = `reserved`; + context = total.
@@ -394,6 +393,7 @@ class _PerLayer:
     moe_stored: Any
     moe_transient: Any
     head: Any  # saved + transient logits bytes
+    loss_copy: Any  # one fp32 copy of the logits (4*s*b*V/t): the loss's upcast, by stack
     emb_mask: Any  # embedding dropout mask, per micro-batch
     moe_tokens: Any  # one MoE token buffer of a layer (tokens x top-k x hidden)
 
@@ -416,6 +416,7 @@ def _per_layer(model: ModelSpec, L: Layout) -> _PerLayer:
         * model.hidden / np.where(L.sp, tp, 1)
     return _PerLayer(dense_stored=dense_stored, dense_transient=dense_transient,
                      moe_stored=moe_stored, moe_transient=moe_transient, head=saved + live,
+                     loss_copy=live * 4.0 / act_element_bytes(kw["precision"]),
                      emb_mask=emb_mask, moe_tokens=bufm.moe_token_bytes(
                          model, tokens=tokens_per_rank(L.seq_len, L.micro_batch, cp)
                          / np.where(L.sp, tp, 1), precision=kw["precision"]))
@@ -434,18 +435,18 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
     out = []
     for P, is_first in zip(stages(model, L.tp, L.pp, L.ep), (True, False), strict=True):
         d = _state(P, L, wb, gb, ob, m, sb)
-        d["moe_tokens"] = np.where(P.moe_layers > 0, acts.moe_tokens * sb["moe_token_buffers"],
-                                   0.0)
+        head = acts.head + sb["loss_fp32_copies"] * acts.loss_copy
+        d["moe_tokens"] = np.where(P.moe_layers > 0, acts.moe_tokens, 0.0) * sb["moe_token_buffers"]
         stored = P.dense_layers * acts.dense_stored + P.moe_layers * acts.moe_stored
         transient = np.maximum(np.where(P.dense_layers > 0, acts.dense_transient, 0.0),
                                np.where(P.moe_layers > 0, acts.moe_transient, 0.0))
         if is_first:  # 1F1B: the first stage holds several micro-batches (one if pp == 1)
             held = inflight_microbatches(L.pp, L.vpp, m)
             d["activations"] = held * (stored + acts.emb_mask) + transient
-            d["logits"] = np.where(np.asarray(L.pp) == 1, acts.head, 0.0)
+            d["logits"] = np.where(np.asarray(L.pp) == 1, head, 0.0)
         else:
             d["activations"] = stored + transient
-            d["logits"] = acts.head
+            d["logits"] = head
         d["allocated"] = sum(d[k] for k in _ALLOCATED)
         d["allocator_margin"] = fragmentation * d["allocated"]
         d["runtime_context"] = np.full(np.shape(d["allocated"]), float(runtime_overhead_bytes))
@@ -483,7 +484,6 @@ def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any,
     weight_params = sharded_params(P, L.dp, L.cp, L.ep, zero >= 3)
     weights = wb * weight_params
     opt = ob * sharded_params(P, L.dp, L.cp, L.ep, zero >= 1)
-    # the accumulation buffer in the reduce dtype (Megatron-LM main_grad: fp32 every step)
     accum_b = bufm.grad_accum_bytes(mixed=precision != FP32, microbatches=m, grad_bytes=gb, sb=sb)
     unit = P.unit - np.where(egroup > 1, 0.0, P.unit_expert)  # the sharded part of a layer
     gather = (zero >= 3) & (group > 1)
