@@ -17,7 +17,8 @@ LAYERS = {
     "catalog": 2, "workload": 2, "prices": 2, "userfile": 2,
     "estimators": 3,
     "search": 4, "api": 4,
-    "report": 5, "export": 5, "validation": 5, "validation_finetune": 5, "calibrate": 5,
+    "report": 5, "export": 5, "validation": 5, "validation_finetune": 5,
+    "validation_memory": 5, "calibrate": 5,
     "cli": 6, "web": 6, "__main__": 6,
 }
 ESTIMATORS = {"memory": "memory", "cost": "cost", "compute": "time", "comm": "time",

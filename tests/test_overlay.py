@@ -83,7 +83,7 @@ CASES = [
      "model 'llama2-7b': dense_layers must be at most layers"),
     ("[efficency.h100]\nmatmul_max = 0.5\n", "unknown table 'efficency'; did you mean "
      "'efficiency'? (tables: accelerator, fabric, system, pod, offer, model, site, efficiency, "
-     "scenarios, stack, residuals)"),
+     "scenarios, stack, residuals, memory)"),
 ]
 
 

@@ -189,7 +189,7 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
              method: str = "full", lora_rank: int | None = None, lora_targets: str | None = None,
              quant: str | None = None, samples: int | None = None, epochs: float | None = None,
              packing: bool | None = None, padding_efficiency: float | None = None,
-             **flags: Any) -> Estimate:
+             grad_reduce_dtype: str | None = None, **flags: Any) -> Estimate:
     """Memory, time and cost of one configuration (`gpuplan estimate`). `flags`: the explicit
     model flags (layers, hidden, heads, kv_heads, ffn, vocab, mlp, tied_embeddings) and the
     site flags (utilization, years, electricity, pue, grid_intensity, interruptions, reuse).
@@ -221,7 +221,8 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
         check_tokens(value, int(layout.global_batch) * int(layout.seq_len), tokens)
     e = single.estimate(cat, m, acc, layout, gpus=n, tokens=value, offer=offer,
                         system=system, usd_per_gpu_hour=usd_per_gpu_hour, pricing=pricing,
-                        overrides=_site_overrides(flags), power_limit_watts=power_limit_watts)
+                        overrides=_site_overrides(flags), power_limit_watts=power_limit_watts,
+                        grad_reduce_dtype=grad_reduce_dtype)
     ft_facts.pop("tokens")
     return dataclasses.replace(e, finetune=sft.info(m, tokens=value, days=e.time_to_train_days,
                                                     **ft_facts))

@@ -20,6 +20,7 @@ from .schema import (
     SITE_FIELDS,
     SITE_VALUES,
     STACK,
+    STACK_MEMORY,
     normalize,
 )
 
@@ -171,6 +172,18 @@ def build_scenarios(cat: Catalog, rows: dict[str, Row]) -> dict[str, dict[str, A
     return out
 
 
+def build_stack_memory(rows: dict[str, Row]) -> dict[str, dict[str, Any]]:
+    """[memory.STACK] rows (data/memory.toml): one per name of spec.STACKS, each complete."""
+    out = {}
+    for ident, row in rows.items():
+        if ident not in spec.STACKS:
+            raise CatalogError(f"{_at('memory', ident, row)}: unknown software stack; "
+                               f"stacks: {', '.join(spec.STACKS)}")
+        _check(STACK_MEMORY, "memory", ident, row, complete=True)
+        out[ident] = dict(row.values)
+    return out
+
+
 def cross_check(cat: Catalog) -> None:
     """References between tables must resolve."""
     def need(kind: str, ident: str, ref_kind: str, ref: str, table: dict[str, Any]) -> None:
@@ -206,6 +219,7 @@ def build_catalog(docs: list[Doc]) -> Catalog:
     for ident, row in rows["residuals"].items():
         _check(RESIDUALS, "residuals", ident, row, complete=True)
     cat.extra["residuals"] = {k: dict(r.values) for k, r in rows["residuals"].items()}
+    cat.extra["memory"] = build_stack_memory(rows["memory"])
     for kind, table in rows.items():
         for ident, row in table.items():
             cat.provenance[(kind, ident)] = dict(row.origins)

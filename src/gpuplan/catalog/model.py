@@ -12,7 +12,7 @@ from .schema import KIND_WORD, LIST_CMD, table_key
 
 # the order `locate` searches the kinds in (the first match wins)
 FIND_ORDER = ("accelerator", "system", "pod", "fabric", "offer", "model", "site", "efficiency",
-              "scenarios")
+              "scenarios", "memory")
 
 
 @dataclass
@@ -41,7 +41,8 @@ class Catalog:
                 "efficiency": self.extra.get("efficiency", {}),
                 "scenarios": self.extra.get("scenarios", {}),
                 "stack": self.extra.get("stack", {}),
-                "residuals": self.extra.get("residuals", {})}
+                "residuals": self.extra.get("residuals", {}),
+                "memory": self.extra.get("memory", {})}
 
     def _find(self, kind: str, name: str, table: dict[str, Any]) -> str | None:
         """The canonical id of an id or alias of `kind` in `table`, or None."""

@@ -316,9 +316,22 @@ RULES: tuple[tuple[str, Callable[[dict[str, Any]], bool], str], ...] = (
      "the spot price must lie within [spot_usd_per_hour_min, spot_usd_per_hour_max]"),
 )
 
+# [memory.STACK]: the buffers a software stack keeps (data/memory.toml; names from spec.STACKS).
+STACK_MEMORY: dict[str, Field] = {
+    "grad_reduce_dtype": text(choices=("fp32", "bf16")),
+    "main_grad_always": Field("bool", True),
+    "reduce_copy": Field("bool", True),
+    "fp8_weight_bytes_per_param": num(high=16.0),
+    "moe_token_buffers": num(high=16.0),
+    "loss_fp32_copies": num(high=16.0),
+    "source": text(),
+    "as_of": date(),
+    "notes": text(False),
+}
+
 NAMED_TABLES: dict[str, dict[str, Field]] = {
     "site": SITE_FIELDS, "efficiency": EFFICIENCY, "scenarios": SCENARIO, "stack": STACK,
-    "residuals": RESIDUALS}
+    "residuals": RESIDUALS, "memory": STACK_MEMORY}
 SCHEMAS: dict[str, dict[str, Field]] = {**ROW_TABLES, **NAMED_TABLES}
 
 # which file holds which table
@@ -334,6 +347,7 @@ FILES = {
     "scenarios": "scenarios.toml",
     "stack": "efficiency.toml",
     "residuals": "residuals.toml",
+    "memory": "memory.toml",
 }
 LIST_CMD = {
     "accelerator": "gpuplan catalog gpus",
@@ -347,11 +361,13 @@ LIST_CMD = {
     "scenarios": "gpuplan plan --help",
     "stack": "data/efficiency.toml",
     "residuals": "data/residuals.toml",
+    "memory": "data/memory.toml",
 }
 KIND_WORD = {"accelerator": "GPU", "model": "model", "offer": "offer", "system": "system",
              "pod": "pod", "fabric": "fabric", "site": "site value",
              "efficiency": "efficiency family", "scenarios": "scenario",
-             "stack": "software stack", "residuals": "residual group"}
+             "stack": "software stack", "residuals": "residual group",
+             "memory": "software stack"}
 
 DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 

@@ -71,6 +71,9 @@ def register(sub: Any) -> None:
     g.add_argument("--dropout", action="store_true", help="dropout on (saves its masks)")
     g.add_argument("--stack", default="megatron", help="training software: megatron, nemo, "
                    "torchtitan, fsdp or deepspeed (default megatron)")
+    g.add_argument("--grad-reduce-dtype", choices=("fp32", "bf16"),
+                   help="gradient accumulation / reduction buffer dtype (default: the software "
+                   "stack's, data/memory.toml; Megatron-LM and NeMo fp32)")
     c = p.add_argument_group("run and cost")
     c.add_argument("--tokens", help="tokens to train on (2e12, 2T, 300B)")
     c.add_argument("--offer", help="cloud offer id: its price and its network")
@@ -100,6 +103,7 @@ def estimate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         system=args.system,
         usd_per_gpu_hour=args.usd_per_gpu_hour, pricing=args.pricing,
         power_limit_watts=args.power_limit_watts, catalog=args.catalog,
+        grad_reduce_dtype=getattr(args, "grad_reduce_dtype", None),
         **model_args(args), **site_args(args), **finetune_args(args))
 
 

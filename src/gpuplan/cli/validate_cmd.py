@@ -15,6 +15,7 @@ EPILOG = """examples:
   gpuplan validate --calibrate      # refit the efficiency constants (prints, writes nothing)
   gpuplan validate --calibrate --json
   gpuplan validate --finetune       # LoRA/QLoRA memory and MLPerf LoRA time, per run
+  gpuplan validate --memory         # memory per GPU vs published measurements (memory_runs.csv)
 
 Every error figure says whether it is in-sample (fit runs, predicted by the constants fitted
 on them), out-of-sample (hold-out runs; every run under --cross-validate) or mixed.
@@ -46,6 +47,10 @@ def register(sub: Any) -> None:
     p.add_argument("--residuals", action="store_true",
                    help="with --calibrate: print data/residuals.toml (the prediction-interval "
                    "quantiles from leave-one-source-out residuals)")
+    p.add_argument("--memory", action="store_true",
+                   help="predict the per-GPU memory of the runs in memory_runs.csv (allocated "
+                   "or reserved, as each was measured) and count the runs that ran but are "
+                   "predicted not to fit")
     common_options(p)
     p.set_defaults(func=run)
 
@@ -73,6 +78,12 @@ def run(args: argparse.Namespace) -> int:
     from ..validation import calibrate, cross_validate, validate_runs
 
     cat = load_catalog(args.catalog)
+    if args.memory:
+        from ..validation_memory import validate_memory
+
+        data = rv.memory_to_json(validate_memory(cat))
+        print(dumps(data) if args.json else rv.render_memory_text(data))
+        return 0
     if args.finetune:
         from ..report import validation_finetune as rvf
         from ..validation_finetune import validate_finetune

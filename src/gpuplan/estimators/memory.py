@@ -54,8 +54,10 @@ Conventions and sources (each formula is repeated beside its function):
   `layer_activation_bytes`.
 - CPU offload (ZeRO-Offload, Ren et al. 2021, arXiv 2101.06840): optimizer state and the fp32
   master copy move to the CPU (`offloaded`, not in `total`); half gradients stay on the GPU.
-- Overhead: runtime_overhead_bytes (CUDA/ROCm context, NCCL buffers; a catalog constant) plus
-  fragmentation * allocated bytes (caching-allocator slack).
+- Buffers by software stack (`Layout.stack`): see buffers.py (data/memory.toml).
+- Overhead: runtime_overhead_bytes (CUDA/ROCm context, NCCL buffers; a catalog constant,
+  `runtime_context`) plus fragmentation * allocated bytes (caching-allocator slack,
+  `allocator_margin`). `allocated` (the tensors) + margin = `reserved`; + context = total.
 - Biases, position embeddings and norm statistics (s*b floats) are ignored, as in the papers.
 """
 
@@ -67,9 +69,11 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import ADAFACTOR, ADAMW, FP32, R_NONE, SGD, Layout, ModelSpec
+from ..spec import ADAFACTOR, ADAMW, FP8, FP32, R_NONE, SGD, Layout, ModelSpec
 from ..workload import finetune_of
+from . import buffers as bufm
 from . import finetune
+from .buffers import logits_bytes
 from .shapes import (
     StageParams,
     act_element_bytes,
@@ -81,18 +85,10 @@ from .shapes import (
     tokens_per_rank,
 )
 
-__all__ = [
-    "MemoryBreakdown",
-    "memory_breakdown",
-    "layer_activation_bytes",
-    "layer_recompute_transient_bytes",
-    "model_state_bytes_per_param",
-    "adafactor_state_per_param",
-    "logits_bytes",
-    "inflight_microbatches",
-    "stage_breakdowns",
-    "most_loaded_total",
-]
+__all__ = ["MemoryBreakdown", "memory_breakdown", "layer_activation_bytes",
+           "layer_recompute_transient_bytes", "model_state_bytes_per_param",
+           "adafactor_state_per_param", "logits_bytes", "inflight_microbatches",
+           "stage_breakdowns", "most_loaded_total"]
 
 # SwiGLU MLP tensors saved for backward, in units of s*b*ffn elements, for the unfused PyTorch
 # form w2(silu(w1 x) * w3 x) (Hugging Face Llama, torchtitan): w1 x, silu(w1 x), w3 x, product.
@@ -264,29 +260,11 @@ def inflight_microbatches(pp: Any, vpp: Any, microbatches: Any, rank: Any = 0) -
     return np.maximum(np.minimum(held, microbatches), 1.0)
 
 
-def logits_bytes(
-    model: ModelSpec, *, seq_len: Any, micro_batch: Any, tp: Any = 1, cp: Any = 1,
-    sp: Any = True, precision: Any = 2,
-) -> tuple[Any, Any]:
-    """(saved, transient) bytes of the output layer on the last stage, one micro-batch.
-
-    saved: final-norm input and LM-head input e*s*b*h each (/t with SP) + fp32 log-softmax
-      output kept by the loss, 4*s*b*V/t (Korthikanti et al. 2022, section 4.3: 4sbh/t*(1+V/h));
-    transient: the logits in training precision e*s*b*V/t, alive with the loss buffer.
-    """
-    t = np.asarray(tp)
-    e = act_element_bytes(precision)
-    t_seq = np.where(np.asarray(sp, bool), t, 1)
-    sb = tokens_per_rank(seq_len, micro_batch, cp)
-    saved = 2 * model.hidden * e * sb / t_seq + (4.0 * model.vocab) * sb / t
-    return saved, (model.vocab * e) * sb / t
-
-
 # --- the breakdown -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MemoryBreakdown:
-    """Bytes on the most loaded GPU; `total` is the sum of every field but `offloaded`,
-    `zero3_saving` and `stage`.
+    """Bytes on the most loaded GPU; `total` is the sum of the parts (`parts`: every field
+    but `offloaded`, `zero3_saving`, `stage` and the four after it).
 
     `gathered` is what ZeRO-3 holds unsharded (the gathered layers and the root unit);
     `zero3_saving` is what its weight sharding saves on this GPU against ZeRO-2 (both 0 unless
@@ -302,11 +280,17 @@ class MemoryBreakdown:
     gathered: Any
     grad_bucket: Any  # ZeRO-2/3: one layer's unsharded gradients before their reduce-scatter
     grad_accum: Any
-    overhead: Any
+    fp8_weights: Any  # FP8 weight copies cached for the step (Transformer Engine: + transpose)
+    moe_tokens: Any  # MoE dispatch/combine token buffers of one layer
+    overhead: Any  # allocator_margin + runtime_context
     offloaded: Any  # on the CPU, not in total
     total: Any
     zero3_saving: Any  # not a part: weights ZeRO-3 saves against ZeRO-2 on this GPU
     stage: Any  # the most loaded pipeline rank: 0 = first, 1 = last, 2 = second (middle)
+    allocator_margin: Any  # fragmentation * allocated (reserved, not allocated)
+    runtime_context: Any  # CUDA context, workspaces, NCCL: outside the allocator
+    allocated: Any  # every tensor part (torch.cuda.max_memory_allocated)
+    reserved: Any  # allocated + allocator_margin (torch.cuda.max_memory_reserved)
     # Fine-tuning (estimators/finetune.py), not parts: weights = base_weights + adapter_weights,
     # adapter_optimizer is within optimizer; tuned is True when the model is fine-tuned.
     base_weights: Any = 0.0
@@ -317,10 +301,10 @@ class MemoryBreakdown:
     def summary(self, unit: float = 1.0) -> dict[str, Any]:
         """JSON keys weights, gradients, optimizer, activations, other, total (parts sum to total).
 
-        other = logits + gathered + grad_bucket + grad_accum + overhead. Divide by `unit`
-        (e.g. GiB); a single configuration gives Python floats.
+        other = the buffer lines (`buffers`). Divide by `unit` (e.g. GiB); a single
+        configuration gives Python floats.
         """
-        other = self.logits + self.gathered + self.grad_bucket + self.grad_accum + self.overhead
+        other = sum(np.asarray(v) for v in self.buffer_lines().values())
         parts = {"weights": self.weights, "gradients": self.gradients,
                  "optimizer": self.optimizer, "activations": self.activations,
                  "other": other, "total": self.total}
@@ -331,9 +315,16 @@ class MemoryBreakdown:
 
     def parts(self) -> dict[str, Any]:
         """All on-GPU parts (every field that sums to total)."""
-        skip = {"offloaded", "total", "zero3_saving", "stage", "base_weights", "adapter_weights",
-                "adapter_optimizer", "tuned"}
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_PARTS}
+
+    def buffer_lines(self) -> dict[str, Any]:
+        """The lines of `other`, in `buffers.BUFFER_LINES` order (they sum to `other`)."""
+        return {k: getattr(self, k) for k in bufm.BUFFER_LINES}
+
+
+_NOT_PARTS = {"offloaded", "total", "zero3_saving", "stage", "allocator_margin",
+              "runtime_context", "allocated", "reserved", "base_weights", "adapter_weights",
+              "adapter_optimizer", "tuned"}
 
 
 def _plain(x: np.ndarray) -> Any:
@@ -349,12 +340,14 @@ def memory_breakdown(
     *,
     runtime_overhead_bytes: float,
     fragmentation: float,
+    stacks: bufm.StackBuffers | None = None,
 ) -> MemoryBreakdown:
     """Per-GPU training memory of the most loaded GPU, for every configuration in `layout`.
 
     The first and last pipeline stages are both evaluated; for each configuration the one with
     the larger total is reported with its parts (they coincide when pp == 1).
-    `runtime_overhead_bytes` and `fragmentation` are catalog constants with a source.
+    `runtime_overhead_bytes` and `fragmentation` are catalog constants with a source; `stacks`
+    the catalog's [memory.STACK] buffers (`buffers.from_table`; None: `buffers.LEGACY`).
     Large grids are evaluated in blocks of CHUNK configurations (same arithmetic, same result;
     the temporaries then stay in cache, about 2x faster for a million configurations).
     """
@@ -362,7 +355,8 @@ def memory_breakdown(
     values = [np.asarray(getattr(layout, n)) for n in names]
     shape = np.broadcast(*values).shape
     size = int(np.prod(shape))
-    kw = dict(runtime_overhead_bytes=runtime_overhead_bytes, fragmentation=fragmentation)
+    kw = dict(runtime_overhead_bytes=runtime_overhead_bytes, fragmentation=fragmentation,
+              stacks=stacks)
     if size <= CHUNK:
         return _block(model, layout, **kw)
     flat = {n: (v if v.ndim == 0 else np.broadcast_to(v, shape).reshape(-1))
@@ -389,12 +383,13 @@ def most_loaded_total(model: ModelSpec, layout: Layout, *, runtime_overhead_byte
 
 
 def stage_breakdowns(model: ModelSpec, layout: Layout, *, runtime_overhead_bytes: float,
-                     fragmentation: float) -> tuple[MemoryBreakdown, ...]:
+                     fragmentation: float, stacks: bufm.StackBuffers | None = None
+                     ) -> tuple[MemoryBreakdown, ...]:
     """The breakdowns of a GPU of the first, the last and the second pipeline rank (stage codes
     0, 1, 2; the first and last are equal when pp == 1, the second holds no layer when
     pp < 3); `memory_breakdown` reports the largest."""
     dicts = _stage_dicts(model, layout, runtime_overhead_bytes=runtime_overhead_bytes,
-                         fragmentation=fragmentation)
+                         fragmentation=fragmentation, stacks=stacks)
     shape = np.shape(np.asarray(sum(d["total"] for d in dicts)))
     return tuple(MemoryBreakdown(**{k: np.broadcast_to(v, shape) for k, v in d.items()},
                                  stage=np.full(shape, i, dtype=np.int8))
@@ -402,9 +397,9 @@ def stage_breakdowns(model: ModelSpec, layout: Layout, *, runtime_overhead_bytes
 
 
 def _block(model: ModelSpec, layout: Layout, *, runtime_overhead_bytes: float,
-           fragmentation: float) -> MemoryBreakdown:
+           fragmentation: float, stacks: bufm.StackBuffers | None = None) -> MemoryBreakdown:
     dicts = _stage_dicts(model, layout, runtime_overhead_bytes=runtime_overhead_bytes,
-                         fragmentation=fragmentation)
+                         fragmentation=fragmentation, stacks=stacks)
     pick = np.argmax(np.stack(np.broadcast_arrays(*(d["total"] for d in dicts))), axis=0)
     shape = np.shape(pick)  # ties go to the first, then the last stage
     out = {k: np.broadcast_to(np.choose(pick, [np.broadcast_to(d[k], shape) for d in dicts]),
@@ -421,7 +416,9 @@ class _PerLayer:
     moe_stored: Any
     moe_transient: Any
     head: Any  # saved + transient logits bytes
+    loss_copy: Any  # one fp32 copy of the logits (4*s*b*V/t): the loss's upcast, by stack
     emb_mask: Any  # embedding dropout mask, per micro-batch
+    moe_tokens: Any  # one MoE token buffer of a layer (tokens x top-k x hidden)
 
 
 def _per_layer(model: ModelSpec, L: Layout) -> _PerLayer:
@@ -442,11 +439,15 @@ def _per_layer(model: ModelSpec, L: Layout) -> _PerLayer:
         * model.hidden / np.where(L.sp, tp, 1)
     return _PerLayer(dense_stored=dense_stored, dense_transient=dense_transient,
                      moe_stored=moe_stored, moe_transient=moe_transient, head=saved + live,
-                     emb_mask=emb_mask)
+                     loss_copy=live * 4.0 / act_element_bytes(kw["precision"]),
+                     emb_mask=emb_mask, moe_tokens=bufm.moe_token_bytes(
+                         model, tokens=tokens_per_rank(L.seq_len, L.micro_batch, cp)
+                         / np.where(L.sp, tp, 1), precision=kw["precision"]))
 
 
 def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
-                 fragmentation: float) -> tuple[dict[str, Any], ...]:
+                 fragmentation: float, stacks: bufm.StackBuffers | None = None
+                 ) -> tuple[dict[str, Any], ...]:
     """Every part of `MemoryBreakdown` (but `stage`) for the first, last and second rank."""
     precision = np.asarray(L.precision, dtype=np.intp)
     wb, gb, ob = model_state_bytes_per_param(precision, L.optimizer,
@@ -454,35 +455,44 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
     m = np.asarray(L.microbatches, dtype=float)
     acts = _per_layer(model, L)
     ft = finetune_of(model)
+    sb = (stacks or bufm.LEGACY).pick(L.stack)
     out = []
     pp = np.asarray(L.pp)
     placed = pipeline_stages(model, L.tp, pp, L.ep, L.vpp, L.first_stage_layers,
                              L.last_stage_layers)  # (first, last, second) below
-    for P, rank, emb, head in ((placed[0], 0, 1.0, pp == 1), (placed[2], pp - 1, 0.0, True),
+    for P, rank, emb, last in ((placed[0], 0, 1.0, pp == 1), (placed[2], pp - 1, 0.0, True),
                                (placed[1], 1, 0.0, False)):
-        d = _state(P, L, wb, gb, ob, m)
+        d = _state(P, L, wb, gb, ob, m, sb)
+        head = acts.head + sb["loss_fp32_copies"] * acts.loss_copy
         stored = P.dense_layers * acts.dense_stored + P.moe_layers * acts.moe_stored
         transient = np.maximum(np.where(P.dense_layers > 0, acts.dense_transient, 0.0),
                                np.where(P.moe_layers > 0, acts.moe_transient, 0.0))
         if ft is not None:  # fine-tuning: frozen base, adapters (estimators/finetune.py);
             # the middle rank counts as a later stage (an upper bound for 'freeze')
+            fp8 = d["fp8_weights"]
             d, stored, transient = finetune.stage_parts(model, ft, P, L, (wb, gb, ob), stored,
                                                         transient, emb == 1.0)
+            d.setdefault("fp8_weights", fp8)
+        d["moe_tokens"] = np.where(P.moe_layers > 0, acts.moe_tokens, 0.0) * sb["moe_token_buffers"]
         held = inflight_microbatches(pp, L.vpp, m, rank)  # 1F1B: pp - rank (capped at m)
         d["activations"] = held * (stored + emb * acts.emb_mask) + transient
-        d["logits"] = np.where(head, acts.head, 0.0)
-        allocated = sum(d[k] for k in _ALLOCATED)
-        d["overhead"] = runtime_overhead_bytes + fragmentation * allocated
-        d["total"] = allocated + d["overhead"]
+        d["logits"] = np.where(last, head, 0.0)
+        d["allocated"] = sum(d[k] for k in _ALLOCATED)
+        d["allocator_margin"] = fragmentation * d["allocated"]
+        d["runtime_context"] = np.full(np.shape(d["allocated"]), float(runtime_overhead_bytes))
+        d["reserved"] = d["allocated"] + d["allocator_margin"]
+        d["overhead"] = d["runtime_context"] + d["allocator_margin"]
+        d["total"] = d["reserved"] + d["runtime_context"]
         out.append(d)
     return tuple(out)
 
 
 _ALLOCATED = ("weights", "gradients", "optimizer", "activations", "logits", "gathered",
-              "grad_bucket", "grad_accum")
+              "grad_bucket", "grad_accum", "fp8_weights", "moe_tokens")
 
 
-def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any) -> dict[str, Any]:
+def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any,
+           sb: dict[str, Any]) -> dict[str, Any]:
     """Weights, gradients, optimizer state and the ZeRO buffers of one stage's GPU.
 
     ZeRO-1/2/3 shard optimizer state / + gradients / + weights over dp*cp (experts over
@@ -491,16 +501,20 @@ def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any) -> dict
     time (`grad_bucket`; FSDP's unsharded gradient before its reduce-scatter, DeepSpeed's
     reduce bucket). ZeRO-3 gathers the current layer and prefetches the next (FSDP's default),
     so it holds min(2, layers on the stage) gathered layers plus the root unit (`gathered`).
-    Experts whose shard group is 1 are neither sharded nor gathered.
+    Experts whose shard group is 1 are neither sharded nor gathered. The stack's buffers
+    (`sb`, buffers.StackBuffers.pick): the accumulation buffer in the reduce dtype, the reduce
+    copy in the bucket, and FP8 weight copies, which follow the weights' sharding (the 1 B copy
+    of `model_state_bytes_per_param`'s 3 B fp8 weight is moved into `fp8_weights`).
     """
     zero, precision = np.asarray(L.zero), np.asarray(L.precision, dtype=np.intp)
     group = shard_group(L.dp, L.cp)
     egroup = expert_shard_group(L.dp, L.cp, L.ep)
     grad_params = sharded_params(P, L.dp, L.cp, L.ep, zero >= 2)
-    weights = wb * sharded_params(P, L.dp, L.cp, L.ep, zero >= 3)
+    wb = wb - (precision == FP8)  # bf16 weights; the fp8 copies are their own part
+    weight_params = sharded_params(P, L.dp, L.cp, L.ep, zero >= 3)
+    weights = wb * weight_params
     opt = ob * sharded_params(P, L.dp, L.cp, L.ep, zero >= 1)
-    # accumulating over micro-batches in fp32 (Megatron-LM main_grad): 4 B instead of gb
-    accum_b = np.where((precision != FP32) & (m > 1), 4.0 - gb, 0.0)
+    accum_b = bufm.grad_accum_bytes(mixed=precision != FP32, microbatches=m, grad_bytes=gb, sb=sb)
     unit = P.unit - np.where(egroup > 1, 0.0, P.unit_expert)  # the sharded part of a layer
     gather = (zero >= 3) & (group > 1)
     layers = np.minimum(2.0, P.dense_layers + P.moe_layers)
@@ -508,6 +522,9 @@ def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any) -> dict
     return dict(weights=weights, gradients=gb * grad_params,
                 optimizer=np.where(offload, 0.0, opt), offloaded=np.where(offload, opt, 0.0),
                 gathered=np.where(gather, wb * (layers * unit + P.root), 0.0),
-                grad_bucket=np.where((zero >= 2) & (group > 1), gb * unit, 0.0),
+                grad_bucket=np.where((zero >= 2) & (group > 1),
+                                     bufm.grad_bucket_bytes(gb, sb) * unit, 0.0),
                 grad_accum=accum_b * grad_params,
+                fp8_weights=np.where(precision == FP8, sb["fp8_weight_bytes"], 0.0)
+                * weight_params,
                 zero3_saving=np.where(gather, wb * P.total - weights, 0.0))

@@ -48,10 +48,35 @@ def memory_rows(memory_gib: Mapping[str, float], gpu_memory_gib: float) -> list[
     return rows + [["GPU memory", f"{gpu_memory_gib:.2f}"]]
 
 
+BUFFER_WORDS = {
+    "logits": "logits and loss (last stage)",
+    "gathered": "ZeRO-3 gathered weights",
+    "grad_bucket": "gradient reduce bucket",
+    "grad_accum": "gradient accumulation buffer",
+    "fp8_weights": "FP8 weight copies",
+    "moe_tokens": "MoE token buffers",
+    "allocator_margin": "allocator margin (reserved, not allocated)",
+    "runtime_context": "CUDA context, workspaces, NCCL",
+}
+
+
+def _other(r: Estimate) -> list[str]:
+    """The lines of `other` that are not zero, and allocated vs reserved."""
+    shown = [(BUFFER_WORDS.get(k, k), f"{v:.2f}", d) for k, v, d in r.memory_buffers if v > 0]
+    if not shown:
+        return []
+    return ["", "other, line by line",
+            table(shown, ["buffer", "GiB", "dtype"], "lrl"),
+            f"allocated {gib(r.allocated_gib)} (the tensors: torch max_memory_allocated); "
+            f"reserved {gib(r.reserved_gib)}",
+            "(+ allocator margin: torch max_memory_reserved); fits: reserved + runtime context "
+            "<= GPU memory"]
+
+
 def _memory(r: Estimate) -> list[str]:
     rows = memory_rows(dataclasses.asdict(r.memory_gib), r.gpu_memory_gib)
     lines = ["", "memory per GPU (most loaded pipeline stage), GiB = 2^30 bytes",
-             table(rows, ["part", "GiB"], "lr")]
+             table(rows, ["part", "GiB"], "lr"), *_other(r)]
     if r.fits:
         return lines + [f"fits, with {gib(r.headroom_gib)} headroom"]
     lines.append(f"DOES NOT FIT: {gib(-r.headroom_gib)} over")
@@ -123,6 +148,8 @@ def to_json(r: Estimate) -> dict[str, Any]:
     """The `--json` contract of gpuplan 0.1 plus `feasible`, `infeasible_reason` (a sentence)
     with its code, `warnings` ({code, message}) and `suggestion_detail`."""
     out = jsonable(r)
+    out.pop("memory_buffers", None)  # -> memory_buffers_gib: the lines of memory_gib.other
+    out["memory_buffers_gib"] = {k: {"gib": v, "dtype": d} for k, v, d in r.memory_buffers}
     out.update(
         memory_detail_gib=dict(r.memory_detail_gib),
         time_breakdown_s=dict(r.time_breakdown_s),

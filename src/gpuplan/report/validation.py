@@ -164,3 +164,42 @@ def residuals_toml(table: dict[str, dict[str, Any]], as_of: str) -> str:
                 'source = "gpuplan validate --calibrate --residuals (leave-one-source-out '
                 'residuals of data/published_runs.csv)"', f'as_of = "{as_of}"', ""]
     return "\n".join(out)
+
+
+# --- memory (`gpuplan validate --memory`) ----------------------------------------------------
+
+
+def memory_to_json(results: list[Any]) -> dict[str, Any]:
+    """Per-run memory error (predicted vs measured, of the measured kind) and the summary."""
+    from ..validation_memory import memory_summary
+
+    runs = [{"id": r.id, "kind": r.kind, "measured_gib": r.measured_gib,
+             "predicted_gib": r.predicted_gib, "error_pct": r.error_pct,
+             "total_gib": r.total_gib, "gpu_memory_gib": r.gpu_memory_gib, "fits": r.fits,
+             "ran": r.ran, "stack": r.stack, "refused": r.refused or None, "source": r.source}
+            for r in results]
+    return {"mode": "memory", "runs": runs, **memory_summary(results)}
+
+
+def render_memory_text(data: dict[str, Any]) -> str:
+    rows = [(r["id"], r["stack"], r["kind"], f"{r['measured_gib']:.1f}",
+             "-" if r["predicted_gib"] is None else f"{r['predicted_gib']:.1f}",
+             "-" if r["error_pct"] is None else f"{r['error_pct']:+.1f}%",
+             "refused" if r["refused"] else ("fits" if r["fits"] else "DOES NOT FIT"))
+            for r in data["runs"]]
+    out = [table(rows, ("run", "stack", "measured as", "measured GiB", "predicted GiB", "error",
+                        "predicted"), align="lllrrrl"),
+           "",
+           "memory per GPU, predicted allocated or reserved (as the run measured it) vs "
+           "measured; out-of-sample (no constant is fitted on these runs)"]
+    if data["n"]:
+        out.append(f"|error| over {data['n']} runs: median {pct(data['median_abs_error_pct'])}, "
+                   f"worst {pct(data['worst_abs_error_pct'])}")
+    ran = data["ran_but_predicted_not_to_fit"]
+    out.append(f"runs that ran but are predicted not to fit: {len(ran)}"
+               + (f" ({', '.join(ran)})" if ran else ""))
+    refused = [r for r in data["runs"] if r["refused"]]
+    if refused:
+        out.append(f"refused by the model ({len(refused)}, kept out of the summary):")
+        out += [f"  {r['id']}: {r['refused']}" for r in refused]
+    return "\n".join(out)

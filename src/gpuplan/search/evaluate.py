@@ -14,8 +14,8 @@ import numpy as np
 
 from ..catalog import Catalog
 from ..errors import ConfigError
+from ..estimators import buffers, memory, timing
 from ..estimators import cost as costm
-from ..estimators import memory, timing
 from ..estimators.compute import Efficiency
 from ..spec import Accelerator, Hardware, Layout, ModelSpec, System
 from ..units import DAY, HOUR, GiB
@@ -46,6 +46,7 @@ class Site:
     staff_usd_per_gpu_year: float
     residual_value_fraction: float
     host_load_factor: float | None = None  # None: the GPU load factor
+    stack_buffers: Any = None  # estimators.buffers.StackBuffers of [memory.STACK]; None: LEGACY
     given: frozenset[str] = frozenset()  # fields the user set (a flag or a scenario)
 
     @property
@@ -85,7 +86,9 @@ def site_from_catalog(cat: Catalog, **overrides: float | None) -> Site:
         raise ConfigError(f"--utilization must be more than 0, got {values['utilization']:g}: "
                           "an owned cluster that does no useful work has no cost per GPU-hour; "
                           "give the share of hours it trains, e.g. 0.7")
-    return Site(**values, given=frozenset(given))
+    rows = cat.extra.get("memory")
+    stacks = buffers.from_table(rows) if rows else None
+    return Site(**values, given=frozenset(given), stack_buffers=stacks)
 
 
 def single_box(system: System) -> bool:
@@ -146,7 +149,7 @@ def run_goodput(*, gpus: Any, gpus_per_node: Any, params: float, spot: Any, site
 class Physics:
     memory: Any  # memory.MemoryBreakdown (bytes, arrays)
     timing: Any  # timing.TimingBreakdown (arrays)
-    fits: np.ndarray  # total <= GPU memory
+    fits: np.ndarray  # reserved <= usable (GPU memory - runtime context), i.e. total <= GPU
     headroom_bytes: np.ndarray
 
 
@@ -155,7 +158,8 @@ def memory_per_gpu(model: ModelSpec, layout: Layout, site: Site) -> Any:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         return memory.memory_breakdown(model, layout,
                                        runtime_overhead_bytes=site.runtime_overhead_bytes,
-                                       fragmentation=site.fragmentation)
+                                       fragmentation=site.fragmentation,
+                                       stacks=site.stack_buffers)
 
 
 def time_per_step(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency) -> Any:

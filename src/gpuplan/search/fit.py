@@ -67,13 +67,15 @@ def fit_options(
     *,
     runtime_overhead_bytes: float,
     fragmentation: float,
+    stacks: Any = None,
 ) -> tuple[FitOption, ...]:
     """The smallest change of each knob that makes `layout` fit; () if it fits already.
 
     Each knob is changed alone from `layout` (a single configuration), keeping the global batch
     and, for tp/pp, the GPU count. Only structurally valid variants (`Layout.valid_mask`) count.
     """
-    kw = dict(runtime_overhead_bytes=runtime_overhead_bytes, fragmentation=fragmentation)
+    kw = dict(runtime_overhead_bytes=runtime_overhead_bytes, fragmentation=fragmentation,
+              stacks=stacks)
     if float(memory_breakdown(model, layout, **kw).total) <= capacity_bytes:
         return ()
     base = layout.scalars()

@@ -106,6 +106,11 @@ class Estimate:
     micro_batch_too_small: bool
     efficiency_is_guess: bool
     time_breakdown_s: tuple[tuple[str, float], ...]
+    # allocated (the tensors) and reserved (+ the allocator's margin), GiB; the lines of
+    # memory_gib.other as (name, GiB, dtype) in estimators.buffers.BUFFER_LINES order
+    allocated_gib: float = 0.0
+    reserved_gib: float = 0.0
+    memory_buffers: tuple[tuple[str, float, str], ...] = ()
     tokens: float | None = None
     time_to_train_days: float | None = None
     useful_days: float | None = None

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..catalog import Catalog
 from ..errors import ConfigError
+from ..estimators import buffers as bufm
 from ..estimators import cost as costm
 from ..estimators.timing import TIMING_PARTS
 from ..spec import OPTIMIZERS, PRECISIONS, RECOMPUTE, STACKS, Accelerator, Layout, ModelSpec
@@ -152,9 +153,10 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
              tokens: float | None, offer: str | None, system: str | None,
              usd_per_gpu_hour: float | None, pricing: str | None,
              overrides: dict[str, float | None],
-             power_limit_watts: float | None = None) -> Estimate:
+             power_limit_watts: float | None = None, grad_reduce_dtype: str | None = None
+             ) -> Estimate:
     check_precision(gpu, PRECISIONS[int(layout.precision)])
-    site = site_from_catalog(cat, **overrides)
+    site = with_grad_reduce(site_from_catalog(cat, **overrides), grad_reduce_dtype)
     plat = resolve_platform(cat, gpu, offer, system)
     hw = hardware_table(cat, [(gpu, plat)])
     stack = STACKS[int(np.asarray(layout.stack).item())]
@@ -178,7 +180,9 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
         gpu_memory_gib=cap / GiB, headroom_gib=first(ph.headroom_bytes) / GiB, fits=fits,
         suggestions=() if fits else fit_options(
             model, layout, cap, gpus, runtime_overhead_bytes=site.runtime_overhead_bytes,
-            fragmentation=site.fragmentation),
+            fragmentation=site.fragmentation, stacks=site.stack_buffers),
+        allocated_gib=first(mem.allocated) / GiB, reserved_gib=first(mem.reserved) / GiB,
+        memory_buffers=memory_buffers(mem, layout, site),
         warnings=_warnings(plat, layout, gpus, mem.total, cap, t),
         step_time_s=step if runs else None, tokens_per_s=first(t.tokens_per_s),
         tokens_per_s_per_gpu=first(t.tokens_per_s) / gpus, mfu=first(t.mfu), hfu=first(t.hfu),
@@ -197,6 +201,26 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
     if tokens is None:
         return Estimate(**base, feasible=True, infeasible_reason=None)
     return _with_run(cat, base, plat, gpu, model, site, pricing, usd_per_gpu_hour, iv)
+
+
+def with_grad_reduce(site: Site, dtype: str | None) -> Site:
+    """The site with every stack reducing gradients in `dtype` ('fp32' | 'bf16'; None: as the
+    catalog's [memory.STACK] says)."""
+    if dtype is None:
+        return site
+    if dtype not in bufm.REDUCE_DTYPES:
+        raise ConfigError(f"--grad-reduce-dtype must be one of {', '.join(bufm.REDUCE_DTYPES)}, "
+                          f"got {dtype!r}")
+    return replace(site, stack_buffers=(site.stack_buffers or bufm.LEGACY)
+                   .with_grad_reduce(dtype))
+
+
+def memory_buffers(mem: Any, layout: Layout, site: Site) -> tuple[tuple[str, float, str], ...]:
+    """(name, GiB, dtype) of each line of `other` for one configuration."""
+    sb = (site.stack_buffers or bufm.LEGACY).pick(layout.stack)
+    dtypes = bufm.buffer_dtypes(PRECISIONS[int(layout.precision)],
+                                float(np.asarray(sb["grad_reduce_bytes"]).reshape(-1)[0]))
+    return tuple((k, first(v) / GiB, dtypes[k]) for k, v in mem.buffer_lines().items())
 
 
 def _with_run(cat: Catalog, base: dict[str, Any], plat: Platform, gpu: Accelerator,

@@ -1,0 +1,117 @@
+"""Memory validation against published per-GPU measurements (L5): `gpuplan validate --memory`.
+
+Every row of ``data/memory_runs.csv`` gives a run's complete layout, its software stack, what
+was measured and whether it is ``allocated`` (torch.cuda.max_memory_allocated: the tensors) or
+``reserved`` (torch.cuda.max_memory_reserved: the caching allocator's peak, what torchtitan
+logs). The estimate's matching figure (`MemoryBreakdown.allocated` or `.reserved`) is compared
+with it, and a run recorded as having run (``ran = yes``) that the model predicts does not fit
+(reserved + runtime context > the GPU's memory) is counted.
+
+These rows are validation data only: no constant is fitted on them (docs/calibration.md).
+A row whose layout the model refuses (e.g. an uneven pipeline split) is reported with the
+refusal and kept out of the error summary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .catalog import Catalog, read_package_csv
+from .errors import CatalogError, GpuplanError
+from .search.evaluate import memory_per_gpu, site_from_catalog
+from .spec import PRECISIONS, RECOMPUTE, STACKS, Layout, code
+from .units import GiB
+
+MEMORY_RUNS_FILE = "memory_runs.csv"
+KINDS = ("allocated", "reserved")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryRunResult:
+    id: str
+    kind: str  # 'allocated' or 'reserved' (what was measured, and what is compared)
+    measured_gib: float
+    predicted_gib: float | None  # None when the layout is refused
+    error_pct: float | None  # (predicted - measured) / measured * 100
+    total_gib: float | None  # predicted device use: reserved + runtime context
+    gpu_memory_gib: float
+    fits: bool | None
+    ran: bool
+    stack: str
+    refused: str  # the model's one-line refusal, '' when it predicts the run
+    source: str
+
+
+def load_memory_runs() -> list[dict[str, str]]:
+    return read_package_csv(MEMORY_RUNS_FILE)
+
+
+def _int(row: dict[str, str], key: str, default: int) -> int:
+    v = row.get(key, "").strip()
+    return int(v) if v else default
+
+
+def memory_layout(row: dict[str, str]) -> Layout:
+    """A CSV row -> the Layout it states (errors name the row)."""
+    try:
+        if row["kind"] not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(KINDS)}")
+        return Layout(
+            tp=_int(row, "tp", 1), pp=_int(row, "pp", 1), dp=_int(row, "dp", 1),
+            cp=_int(row, "cp", 1), ep=_int(row, "ep", 1), vpp=_int(row, "vpp", 1),
+            zero=_int(row, "zero", 0), micro_batch=_int(row, "micro_batch", 1),
+            global_batch=_int(row, "global_batch", 1), seq_len=_int(row, "seq_len", 2048),
+            recompute=code(RECOMPUTE, row["recompute"], "recompute"),
+            precision=code(PRECISIONS, row["precision"], "precision"),
+            stack=code(STACKS, row["stack"], "stack"))
+    except (KeyError, ValueError, GpuplanError) as err:
+        raise CatalogError(f"{MEMORY_RUNS_FILE}: run '{row.get('id', '?')}': {err}") from None
+
+
+def _capacity_gib(cat: Catalog, row: dict[str, str]) -> float:
+    given = row.get("gpu_memory_gib", "").strip()
+    return float(given) if given else cat.accelerator(row["gpu"]).memory_bytes / GiB
+
+
+def validate_memory(cat: Catalog, rows: list[dict[str, str]] | None = None
+                    ) -> list[MemoryRunResult]:
+    """Predict every memory run with the catalog's constants."""
+    site = site_from_catalog(cat)
+    out = []
+    for row in rows if rows is not None else load_memory_runs():
+        layout, model = memory_layout(row), cat.model(row["model"])
+        cap = _capacity_gib(cat, row)
+        base = dict(id=row["id"], kind=row["kind"], measured_gib=float(row["measured_gib"]),
+                    gpu_memory_gib=cap, ran=row.get("ran", "yes") == "yes", stack=row["stack"],
+                    source=row.get("source", ""))
+        try:
+            layout.check(model, int(row["gpus"]))
+        except GpuplanError as err:
+            out.append(MemoryRunResult(**base, predicted_gib=None, error_pct=None,
+                                       total_gib=None, fits=None, refused=str(err)))
+            continue
+        mem = memory_per_gpu(model, layout, site)
+        pred = float(np.asarray(getattr(mem, row["kind"])).reshape(-1)[0]) / GiB
+        total = float(np.asarray(mem.total).reshape(-1)[0]) / GiB
+        out.append(MemoryRunResult(
+            **base, predicted_gib=pred,
+            error_pct=(pred - base["measured_gib"]) / base["measured_gib"] * 100.0,
+            total_gib=total, fits=total <= cap, refused=""))
+    return out
+
+
+def memory_summary(results: list[MemoryRunResult]) -> dict[str, Any]:
+    """Median and worst |error| over predicted runs, the runs that ran but are predicted not
+    to fit, and the refused runs."""
+    errs = np.abs([r.error_pct for r in results if r.error_pct is not None])
+    return {
+        "n": int(len(errs)),
+        "median_abs_error_pct": float(np.median(errs)) if len(errs) else None,
+        "worst_abs_error_pct": float(np.max(errs)) if len(errs) else None,
+        "ran_but_predicted_not_to_fit": [r.id for r in results if r.ran and r.fits is False],
+        "refused": [r.id for r in results if r.refused],
+        "sample": "out",
+    }
