@@ -374,12 +374,12 @@ def memory_breakdown(
 
 
 def most_loaded_total(model: ModelSpec, layout: Layout, *, runtime_overhead_bytes: float,
-                      fragmentation: float) -> Any:
+                      fragmentation: float, stacks: bufm.StackBuffers | None = None) -> Any:
     """`memory_breakdown(...).total` alone (the search needs no parts): the largest stage
     total, without selecting every part of the most loaded stage."""
     return functools.reduce(np.maximum, [d["total"] for d in _stage_dicts(
         model, layout, runtime_overhead_bytes=runtime_overhead_bytes,
-        fragmentation=fragmentation)])
+        fragmentation=fragmentation, stacks=stacks)])
 
 
 def stage_breakdowns(model: ModelSpec, layout: Layout, *, runtime_overhead_bytes: float,

@@ -147,7 +147,8 @@ def layout_table(req: Request, counts: np.ndarray, axes: Axes) -> LayoutTable:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             mem = np.asarray(memory.most_loaded_total(
                 req.model, _layout(g, req), runtime_overhead_bytes=req.site.runtime_overhead_bytes,
-                fragmentation=req.site.fragmentation), dtype=float)
+                fragmentation=req.site.fragmentation, stacks=req.site.stack_buffers),
+                dtype=float)
     starts = np.concatenate(([0], np.cumsum([p["gpus"].size for p in parts], dtype=np.int64)))
     return LayoutTable(g=g, starts=starts, position={int(c): i for i, c in enumerate(counts)},
                        tp_values=tp_values, dropped=dropped, memory_bytes=mem)
