@@ -20,12 +20,13 @@ bubble of Narayanan et al. 2021 (arXiv 2104.04473, section 2.2.2).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from ..rules import LayoutArrays
-from ..spec import BF16, FP8, PRECISIONS, R_FULL, Hardware, Layout, ModelSpec
+from ..spec import BF16, FP8, PRECISIONS, Hardware, Layout, ModelSpec
 from ..units import DAY, HOUR
 from . import comm
 from .compute import (
@@ -41,6 +42,7 @@ from .compute import (
     matmul_efficiency,
     memory_bound_time,
 )
+from .recompute import OFFLOAD_OVERLAP, full_share, module_bits
 from .shapes import (
     StageParams,
     act_element_bytes,
@@ -55,7 +57,7 @@ from .shapes import (
 
 # The TimingBreakdown fields that sum to step_s, in display order.
 TIMING_PARTS = ("compute_s", "memory_s", "overhead_s", "optimizer_s", "tp_comm_s", "pp_comm_s",
-                "dp_comm_s", "cp_comm_s", "ep_comm_s", "bubble_s")
+                "dp_comm_s", "cp_comm_s", "ep_comm_s", "bubble_s", "offload_s")
 BOTTLENECKS = ("compute", "memory bandwidth", "TP comm", "DP comm", "PP bubble", "PP comm",
                "CP comm", "EP comm")
 
@@ -75,6 +77,7 @@ class TimingBreakdown:
     ep_comm_s: Any
     bubble_s: Any
     step_s: Any
+    offload_s: Any = 0.0  # exposed host-link (PCIe) transfers of offloaded state (#11)
     tokens_per_s: Any  # whole cluster
     mfu: Any  # PaLM convention, against dense peak at the layout's precision
     hfu: Any  # including recompute FLOPs
@@ -109,12 +112,13 @@ def _peak16(hw: Hardware, precision: Any) -> Any:
     return np.where(np.asarray(precision) == FP8, peak / 2.0, peak)
 
 
-def _expert_flops(model: ModelSpec, rc: Any) -> Any:
-    """Executed FLOPs per token in routed experts, all layers (0 for dense models)."""
+def _expert_flops(model: ModelSpec, c: Any) -> Any:
+    """Executed FLOPs per token in routed experts, all layers (0 for dense models): full
+    recompute and Megatron-LM's moe module repeat their forward."""
     if not model.is_moe:
         return 0.0
     routed = FWD_BWD * 2.0 * model.moe_layers * model.experts_per_token * model.expert_params()
-    return routed * np.where(np.asarray(rc) == R_FULL, 4.0 / 3.0, 1.0)
+    return routed * (1.0 + (c.full + module_bits(c.rc, c.rmods)["moe"]) / 3.0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,9 +137,10 @@ class _Ctx(LayoutArrays):
     out: Any
     a_out: Any
 
-    @property
+    @cached_property
     def full(self) -> Any:
-        return self.rc == R_FULL
+        """Share of the layers full recompute repeats (1/recompute_every; 0 in other modes)."""
+        return full_share(self.rc, self.rk)
 
     def link(self, span: Any) -> tuple[Any, Any]:
         return comm.group_link(span, self.domain, self.up, self.a_up, self.out, self.a_out)
@@ -160,7 +165,7 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
     L, h = model.layers, model.hidden
     fl = flops_per_token(model, c.seq)
     tokens_gpu = c.gb * c.seq / (c.dp * c.cp)  # tokens each stage's tp group sees per step
-    layer_hw = (fl.hardware(c.rc) - fl.lm_head) / L
+    layer_hw = (fl.hardware(c.rc, c.rmods, c.rk) - fl.lm_head) / L
     lps = layers_per_stage(model, c.pp)
     stage_flops = tokens_gpu / c.tp * (layer_hw * lps + fl.lm_head)
     # Routed experts run grouped GEMMs whose smallest dimension is min(rows per expert,
@@ -168,8 +173,8 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
     # load imbalance); the attention core runs in 16 bits at attention_ratio x the GEMM
     # efficiency.
     per_layer_tokens = tokens_gpu / c.tp / c.pp  # (tokens x all layers) / pp = this stage's
-    expert = per_layer_tokens * _expert_flops(model, c.rc) / stage_flops
-    attn = per_layer_tokens * fl.attention_executed(c.rc) / stage_flops
+    expert = per_layer_tokens * _expert_flops(model, c) / stage_flops
+    attn = per_layer_tokens * fl.attention_executed(c.rc, c.rmods, c.rk) / stage_flops
     eff_mm = matmul_efficiency(eff, h / c.tp, c.prec)
     rows = tokens_per_rank(c.seq, c.mb, c.cp) / c.tp  # each rank routes its SP shard
     eff_ex = matmul_efficiency(eff, expert_gemm_dim(model, rows, c.ep), c.prec)
@@ -179,7 +184,7 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
                  + compute_time(stage_flops * attn, c.peak16, eff_at))
     per_token = (elementwise_bytes_per_token_layer(model, c.act_bytes, c.ep) * lps
                  + logits_bytes_per_token(model))
-    repeat = np.where(c.full, 4.0 / 3.0, 1.0)  # full recompute repeats the forward
+    repeat = 1.0 + c.full / 3.0  # full recompute repeats the forward
     memory_s = memory_bound_time(tokens_gpu / c.tp * per_token * repeat,
                                  hw.memory_bandwidth_bytes_per_s, eff.memory_fraction)
     overhead_s = np.asarray(eff.layer_overhead_s) * lps * c.m * repeat
@@ -196,7 +201,7 @@ def _optimizer_params(c: _Ctx, placed: tuple[StageParams, StageParams]) -> Any:
     """Parameters whose optimizer step one GPU runs: its stage's, sharded as ZeRO-1+ shards the
     optimizer state (the same count as the memory model's optimizer bytes); the busier of the
     (first, last) stages `placed` (`shapes.stages`)."""
-    return np.maximum(*(sharded_params(P, c.dp, c.cp, c.ep, c.zero >= 1) for P in placed))
+    return np.maximum(*(sharded_params(P, c.dp, c.cp, c.ep, c.zero >= 1, c.sg) for P in placed))
 
 
 def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any, tp_overlap: Any
@@ -240,18 +245,50 @@ def _data_parallel_comm(c: _Ctx, params: Any, compute_s: Any) -> dict[str, tuple
     n_in = comm.ranks_inside(c.tp * c.cp, c.dp, c.domain)
     sync = comm.dp_grad_sync_s(params, c.dp, c.zero, n_in, c.up, c.a_up, c.out, c.a_out)
     gathers = comm.zero3_gather_s(params, c.dp, c.zero, c.m, n_in, c.up, c.a_up, c.out, c.a_out)
+    hsdp = c.sg > 0  # HSDP: sharded inside the shard group, replicated across the groups
+    if np.any(hsdp):
+        h_sync, h_gathers = _hsdp_comm(c, params)
+        sync, gathers = np.where(hsdp, h_sync, sync), np.where(hsdp, h_gathers, gathers)
     window = compute_s / c.m * np.where(c.zero >= 1, 1.0, 2.0 / 3.0)
     return {"dp_sync": (sync, comm.DP_OVERLAP * window),
             "dp_gather": (gathers, comm.ZERO3_OVERLAP * compute_s)}
 
 
-def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency) -> TimingBreakdown:
-    """Time of one optimizer step of `model` under `layout` on `hw` (all arrays broadcast)."""
+def _hsdp_comm(c: _Ctx, params: Any) -> tuple[Any, Any]:
+    """(gradient sync, ZeRO-3 gathers) per step with an HSDP shard group: the shard group is
+    c.sg of the dp*cp ranks, taken as c.sg / cp data-parallel ranks (exact for cp = 1) at
+    stride tp*cp, its replicas at stride tp*cp*group (`comm.hsdp_grad_sync_s`)."""
+    group = np.clip(c.sg / c.cp, 1.0, c.dp)
+    n_in = comm.ranks_inside(c.tp * c.cp, group, c.domain)
+    r_in = comm.ranks_inside(c.tp * c.cp * group, c.dp / group, c.domain)
+    links = (c.up, c.a_up, c.out, c.a_out)
+    sync = comm.hsdp_grad_sync_s(params, group, c.dp / group, c.zero, n_in, r_in, *links)
+    gathers = comm.zero3_gather_s(params, group, c.zero, c.m, n_in, *links)
+    return sync, gathers
+
+
+def _offload_comm(c: _Ctx, hw: Hardware, host_traffic: Any, compute_s: Any
+                  ) -> dict[str, tuple[Any, Any]]:
+    """Host-link (PCIe) transfers of offloaded state per step: bytes / the link's bandwidth
+    per direction, hidden behind compute up to recompute.OFFLOAD_OVERLAP."""
+    traffic = np.asarray(host_traffic, dtype=float)
+    bw = np.asarray(getattr(hw, "host_bytes_per_s", np.nan), dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(traffic > 0, traffic / bw, 0.0)
+    return {"offload": (np.where(np.isnan(t), np.inf, t), OFFLOAD_OVERLAP * compute_s)}
+
+
+def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency,
+              host_traffic: Any = 0.0) -> TimingBreakdown:
+    """Time of one optimizer step of `model` under `layout` on `hw` (all arrays broadcast).
+    `host_traffic`: bytes per step each GPU moves over its host link for offloaded state
+    (`memory.MemoryBreakdown.host_traffic`)."""
     c = _context(layout, hw)
     cp_ = _compute_parts(model, c, hw, eff, layout.optimizer)
     compute_s, memory_s, overhead_s = cp_["compute_s"], cp_["memory_s"], cp_["overhead_s"]
     comms = {**_model_parallel_comm(model, c, compute_s, eff.tp_overlap),
-             **_data_parallel_comm(c, cp_["params"], compute_s)}
+             **_data_parallel_comm(c, cp_["params"], compute_s),
+             **_offload_comm(c, hw, host_traffic, compute_s)}
     exposed = dict(zip(comms, comm.shared_overlap([t for t, _ in comms.values()],
                                                   [h for _, h in comms.values()], compute_s),
                        strict=True))
@@ -259,7 +296,8 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency) -
     dp_s = exposed["dp_sync"] + exposed["dp_gather"]
     busy = compute_s + memory_s + overhead_s + mp["tp_comm_s"] + mp["cp_comm_s"] + mp["ep_comm_s"]
     bubble_s = (c.pp - 1.0) / (c.m * c.vpp) * busy  # interleaved 1F1B (Narayanan et al. 2021)
-    step = busy + cp_["optimizer_s"] + mp["pp_comm_s"] + dp_s + bubble_s
+    offload_s = exposed["offload"]
+    step = busy + cp_["optimizer_s"] + mp["pp_comm_s"] + dp_s + bubble_s + offload_s
     ok = np.isfinite(step) & (step > 0)
     step = np.where(ok, step, np.inf)
     tokens_per_s = np.where(ok, c.gb * c.seq / step, 0.0)
@@ -271,6 +309,7 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency) -
     return TimingBreakdown(
         compute_s=compute_s, memory_s=memory_s, overhead_s=overhead_s,
         optimizer_s=cp_["optimizer_s"], dp_comm_s=dp_s, bubble_s=bubble_s, **mp,
+        offload_s=offload_s,
         step_s=step, tokens_per_s=tokens_per_s,
         mfu=np.where(ok, fl.model * per_peak, 0.0),
         hfu=np.where(ok, fl.hardware(c.rc) * per_peak, 0.0),

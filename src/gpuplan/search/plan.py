@@ -14,6 +14,7 @@ import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -23,10 +24,11 @@ from ..estimators import cost as costm
 from ..spec import PRECISIONS, RECOMPUTE, STACKS, Layout, ModelSpec
 from ..units import GiB
 from . import feasibility as fz
+from . import variants
 from .evaluate import Site, memory_per_gpu, outcome, time_per_step
 from .explain import OBJECTIVES, finish
 from .grid import Axes, gpu_counts, model_axes, product
-from .hardware import best_stack, efficiency_for, hardware_table
+from .hardware import best_stack, efficiency_for, hardware_table, host_memory_per_gpu
 from .platforms import Filters, Platform, PriceRow, group_by_physics, select_platforms
 from .results import Excluded, PlanResult, PlanRow, SizeResult
 from .single import host_watts_per_gpu, price_rows
@@ -86,7 +88,8 @@ class Request:
 def _layout(g: dict[str, np.ndarray], req: Request) -> Layout:
     return Layout(tp=g["tp"], pp=g["pp"], dp=g["dp"], cp=g["cp"], ep=g["ep"], vpp=1,
                   zero=g["zero"], micro_batch=g["micro_batch"], global_batch=req.global_batch,
-                  seq_len=req.seq_len, recompute=g["recompute"], precision=g["precision"])
+                  seq_len=req.seq_len, recompute=g["recompute"], precision=g["precision"],
+                  shard_group=g.get("shard_group", 0), offload=g.get("offload", 0))
 
 
 def _take(g: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
@@ -105,6 +108,9 @@ class LayoutTable:
     divisible: np.ndarray
     valid: np.ndarray  # divisible and structurally valid for the model and batch
     memory_bytes: np.ndarray  # per GPU (nan where not valid)
+    # HSDP, op-recompute and offload copies of grid rows (`variants.py`), evaluated alike;
+    # `extra` holds their fields, twin and kind, and memory_bytes, offloaded, host_traffic
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
 
     def rows(self, counts: np.ndarray) -> np.ndarray | slice:
         """The rows of these GPU counts: a slice (a view, no copy) when their blocks are
@@ -117,7 +123,11 @@ class LayoutTable:
         return np.concatenate([np.arange(b * self.block, (b + 1) * self.block) for b in blocks])
 
 
-def layout_table(req: Request, counts: np.ndarray, axes: Axes) -> LayoutTable:
+def layout_table(req: Request, counts: np.ndarray, axes: Axes,
+                 smallest_gpu_bytes: float = math.inf, largest_gpu_bytes: float = math.inf
+                 ) -> LayoutTable:
+    """Every layout of every count, checked and sized once; variant rows (`variants.py`) that
+    fit on none of the search's GPUs are dropped here (they are not counted as candidates)."""
     counts = np.unique(np.asarray(counts, dtype=np.int64))
     g = product(counts, axes)
     block = g["gpus"].size // max(len(counts), 1)
@@ -128,8 +138,21 @@ def layout_table(req: Request, counts: np.ndarray, axes: Axes) -> LayoutTable:
     if valid.any():
         bd = memory_per_gpu(req.model, _layout(_take(g, valid), req), req.site)
         mem[valid] = np.asarray(bd.total, dtype=float)
+    extra = variants.variant_rows(g, valid, mem, smallest_gpu_bytes)
+    g.update(variants.defaults(g["gpus"].size))
+    ex_valid = _layout(extra, req).valid_mask(req.model)
+    extra = {k: v[ex_valid] for k, v in extra.items()}
+    if extra["gpus"].size:
+        bd = memory_per_gpu(req.model, _layout(extra, req), req.site)
+        for k, v in (("memory_bytes", bd.total), ("offloaded", bd.offloaded),
+                     ("host_traffic", bd.host_traffic)):
+            extra[k] = np.broadcast_to(np.asarray(v, dtype=float), extra["gpus"].shape).copy()
+        extra = {k: v[extra["memory_bytes"] <= largest_gpu_bytes] for k, v in extra.items()}
+    order = np.lexsort((extra["gpus"], extra["kind"]))  # kind-major, then by GPU count
+    extra = {k: v[order] for k, v in extra.items()}
+    extra["key"] = extra["kind"] * (1 << 40) + extra["gpus"]  # `_extra_rows` searches it
     return LayoutTable(g=g, block=block, position={int(c): i for i, c in enumerate(counts)},
-                       divisible=divisible, valid=valid, memory_bytes=mem)
+                       divisible=divisible, valid=valid, memory_bytes=mem, extra=extra)
 
 
 class Tally:
@@ -181,13 +204,42 @@ def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np
     rows = (np.arange(table.g["gpus"].size)[idx] if isinstance(idx, slice) else idx)[keep]
     g = {k: v[rows] for k, v in table.g.items()}
     g["memory_bytes"] = table.memory_bytes[rows]
-    if g["gpus"].size == 0:
-        return g
+    g["host_traffic"] = np.zeros(rows.size)
+    g["row"] = rows
+    v = _with_variants(req, cat, plats, counts, table, tally, g, (1, 2))
     hw = hardware_table(cat, [(acc, p0)])
     stack = req.stack or best_stack(cat, acc.family)
     eff = efficiency_for(cat, hw.family, stack)
-    g["stack"] = np.full(g["gpus"].shape, STACKS.index(stack))
-    t = time_per_step(req.model, replace(_layout(g, req), stack=g["stack"]), hw, eff)
+    code = STACKS.index(stack)
+    g = _timed(req, g, hw, eff, acc.id, tally, code)
+    # HSDP copies only of rows whose data-parallel traffic is not all hidden: where it is,
+    # the shard group cannot make the step shorter (variants.py)
+    busy = g["row"][g["dp_exposed"] > 0]
+    h = _with_variants(req, cat, plats, counts, table, tally, g, (0,), busy)
+    # the fastest of each part at each count, then of those: the same as over the union
+    best = [fastest_per_count(_timed(req, x, hw, eff, acc.id, tally, code)) for x in (v, h)
+            if x["gpus"].size]
+    g = fastest_per_count(g)
+    if best:
+        g = {k: np.concatenate([g[k], *(b[k] for b in best)]) for k in g}
+        g = fastest_per_count(_take(g, np.argsort(g["gpus"], kind="stable")))
+    for k in ("host_traffic", "row", "dp_exposed"):  # search-internal: not carried on
+        g.pop(k)
+    return g
+
+
+def _timed(req: Request, g: dict[str, np.ndarray], hw: Any, eff: Any, gpu: str,
+           tally: Tally, stack: int) -> dict[str, np.ndarray]:
+    """The step time of rows g (software stack code `stack`) and what the plan keeps of it;
+    rows without a finite step are excluded."""
+    g["stack"] = np.full(g["gpus"].shape, stack)
+    if g["gpus"].size == 0:
+        g.update({k: np.zeros(0) for k in ("tokens_per_s", "step_s", "mfu", "dp_exposed")})
+        g.update(bottleneck=np.zeros(0, dtype=np.intp), small_mb=np.zeros(0, dtype=bool),
+                 guess=np.zeros(0, dtype=bool))
+        return g
+    t = time_per_step(req.model, replace(_layout(g, req), stack=g["stack"]), hw, eff,
+                      g["host_traffic"])
     g["tokens_per_s"] = np.asarray(t.tokens_per_s, dtype=float)
     g["step_s"] = np.asarray(t.step_s, dtype=float)
     g["mfu"] = np.asarray(t.mfu, dtype=float)
@@ -196,11 +248,73 @@ def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np
         overhead_s=t.overhead_s, compute_s=t.compute_s, matmul_efficiency=t.matmul_efficiency,
         matmul_max=eff.matmul_max), g["step_s"].shape).copy()
     g["guess"] = np.broadcast_to(np.asarray(eff.guess, dtype=bool), g["step_s"].shape).copy()
-    ok = tally.apply(acc.id, np.ones(g["step_s"].shape, dtype=bool),
+    g["dp_exposed"] = np.broadcast_to(np.asarray(t.dp_comm_s, dtype=float),
+                                      g["step_s"].shape).copy()
+    ok = tally.apply(gpu, np.ones(g["step_s"].shape, dtype=bool),
                      [fz.runs_check(g["step_s"], g["tokens_per_s"])])
-    g = _take(g, ok)
     tally.physically_feasible += int(ok.sum())
-    return fastest_per_count(g)
+    return _take(g, ok)
+
+
+def _not_in(rows: np.ndarray, busy: np.ndarray | None, n: int) -> np.ndarray:
+    """Where table rows `rows` are not among `busy` (none are when busy is None)."""
+    if busy is None:
+        return np.zeros(rows.size, dtype=bool)
+    mark = np.zeros(n, dtype=bool)
+    mark[busy] = True
+    return ~mark[rows]
+
+
+def _extra_rows(ex: dict[str, np.ndarray], counts: np.ndarray, kinds: tuple[int, ...]
+                ) -> np.ndarray:
+    """Indices of the variant rows of these kinds and GPU counts (`extra` is sorted by kind,
+    then count: a binary search per pair, no scan)."""
+    want = [k * (1 << 40) + int(c) for k in kinds for c in counts]
+    lo = np.searchsorted(ex["key"], want, side="left")
+    hi = np.searchsorted(ex["key"], want, side="right")
+    return np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)] or
+                          [np.zeros(0, dtype=np.int64)]).astype(np.int64)
+
+
+def _with_variants(req: Request, cat: Catalog, plats: list[Platform], counts: np.ndarray,
+                   table: LayoutTable, tally: Tally, g: dict[str, np.ndarray],
+                   kinds: tuple[int, ...], busy: np.ndarray | None = None
+                   ) -> dict[str, np.ndarray]:
+    """The variant rows (`variants.py`) of this group's GPU counts, sorted by count, that
+    pass the checks of the grid rows `g` (which they come beside), plus: a variant whose
+    twin fits is excluded (it cannot be faster), offload is tried only at GPU counts where no
+    grid row fits, offloaded state must fit in the node's host memory, and HSDP copies need
+    a twin among `busy` (rows whose data-parallel traffic shows)."""
+    ex = table.extra
+    none = {k: v[:0] for k, v in g.items() if k not in ("tokens_per_s", "step_s", "mfu",
+                                                      "bottleneck", "small_mb", "guess",
+                                                      "dp_exposed", "stack")}
+    if not ex or ex["gpus"].size == 0:
+        return none
+    acc = plats[0].accelerator
+    assert acc is not None
+    sel = _extra_rows(ex, counts, kinds)
+    if sel.size == 0:
+        return none
+    e = {k: v[sel] for k, v in ex.items()}
+    host = min(host_memory_per_gpu(cat, acc, p) for p in plats) \
+        if np.any(e["offloaded"] > 0) else math.inf
+    twin_fits = table.memory_bytes[e["twin"]] <= acc.memory_bytes
+    keep = tally.apply(acc.id, np.ones(sel.size, dtype=bool), [
+        *fz.hardware_checks(tp=e["tp"], precision=e["precision"], gpus=e["gpus"],
+                            platform=plats[0], allow_consumer=req.filters.allow_consumer),
+        fz.Check(code=fz.OP_UNNEEDED, bad=twin_fits & (e["kind"] == 1)),
+        fz.Check(code=fz.OFFLOAD_UNNEEDED,
+                 bad=(twin_fits | np.isin(e["gpus"], np.unique(g["gpus"])))
+                 & (e["kind"] == 2)),
+        fz.memory_check(e["memory_bytes"], acc.memory_bytes),
+        fz.host_memory_check(e["offloaded"], host),
+        fz.Check(code=fz.HSDP_UNNEEDED, bad=_not_in(e["twin"], busy, table.memory_bytes.size))])
+    if not keep.any():
+        return none
+    e["row"] = np.full(sel.size, -1, dtype=np.int64)
+    e = {k: e[k][keep] for k in none}
+    return _take(e, np.argsort(e["gpus"], kind="stable"))
 
 
 def fastest_per_count(g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -292,8 +406,11 @@ def search(cat: Catalog, req: Request,
         raise ConfigError(f"the search space has {total:,} candidates, above the cap of "
                           f"{SEARCH_CAP:,}; narrow it with --gpu, --max-gpus, --cloud or "
                           f"--acquisition")
+    sizes = [p.accelerator.memory_bytes for g in planned for p in g.plats
+             if p.accelerator is not None]
     table = layout_table(req, np.concatenate([g.counts for g in planned]) if planned
-                         else np.zeros(0, dtype=np.int64), axes)
+                         else np.zeros(0, dtype=np.int64), axes, min(sizes, default=math.inf),
+                         max(sizes, default=math.inf))
     tally = Tally()
     joined: list[dict[str, np.ndarray]] = []
     meta: list[PriceRow] = []
@@ -329,7 +446,10 @@ def at_size(cat: Catalog, req: Request, plat: Platform, gpus: int, mode: str,
         return SizeResult(gpus=gpus, feasible=False, reason=fz.OFFER_CAP)
     axes = model_axes(req.model, req.seq_len, precisions=precisions)
     tally = Tally()
-    g = evaluate_group(req, cat, [plat], np.array([gpus]), axes, tally)
+    assert plat.accelerator is not None
+    table = layout_table(req, np.array([gpus]), axes, plat.accelerator.memory_bytes,
+                         plat.accelerator.memory_bytes)
+    g = evaluate_group(req, cat, [plat], np.array([gpus]), axes, tally, table)
     if g["gpus"].size == 0:
         # the binding reason is the last check that excluded anything (all layouts that
         # passed the earlier checks failed it), not the most frequent one

@@ -54,8 +54,14 @@ class LayoutInfo:
     optimizer: str
     sp: bool
     flash: bool
-    offload: bool
+    offload: bool  # anything offloaded to host memory
     stack: str = "megatron"  # a name of spec.STACKS
+    # #11: HSDP shard group (0 = all data-parallel ranks), the offloaded parts, the Megatron-LM
+    # modules of recompute 'modules', and full recompute's every-k-th layer
+    shard_group: int = 0
+    offload_parts: tuple[str, ...] = ()
+    recompute_modules: tuple[str, ...] = ()
+    recompute_every: int = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,6 +162,9 @@ class PlanRow:
     vendor: str
     efficiency_is_guess: bool
     stack: str = "megatron"  # a name of spec.STACKS
+    # #11: HSDP shard group (0 = all data-parallel ranks) and the parts offloaded to the host
+    shard_group: int = 0
+    offload_parts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
