@@ -150,7 +150,7 @@ def layout_table(req: Request, counts: np.ndarray, axes: Axes,
         extra = {k: v[extra["memory_bytes"] <= largest_gpu_bytes] for k, v in extra.items()}
     order = np.lexsort((extra["gpus"], extra["kind"]))  # kind-major, then by GPU count
     extra = {k: v[order] for k, v in extra.items()}
-    extra["key"] = extra["kind"] * (1 << 40) + extra["gpus"]  # `_extra_rows` searches it
+    extra["key"] = extra["kind"] * (1 << 40) + extra["gpus"]  # `variants.extra_rows` searches it
     return LayoutTable(g=g, block=block, position={int(c): i for i, c in enumerate(counts)},
                        divisible=divisible, valid=valid, memory_bytes=mem, extra=extra)
 
@@ -256,26 +256,6 @@ def _timed(req: Request, g: dict[str, np.ndarray], hw: Any, eff: Any, gpu: str,
     return _take(g, ok)
 
 
-def _not_in(rows: np.ndarray, busy: np.ndarray | None, n: int) -> np.ndarray:
-    """Where table rows `rows` are not among `busy` (none are when busy is None)."""
-    if busy is None:
-        return np.zeros(rows.size, dtype=bool)
-    mark = np.zeros(n, dtype=bool)
-    mark[busy] = True
-    return ~mark[rows]
-
-
-def _extra_rows(ex: dict[str, np.ndarray], counts: np.ndarray, kinds: tuple[int, ...]
-                ) -> np.ndarray:
-    """Indices of the variant rows of these kinds and GPU counts (`extra` is sorted by kind,
-    then count: a binary search per pair, no scan)."""
-    want = [k * (1 << 40) + int(c) for k in kinds for c in counts]
-    lo = np.searchsorted(ex["key"], want, side="left")
-    hi = np.searchsorted(ex["key"], want, side="right")
-    return np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)] or
-                          [np.zeros(0, dtype=np.int64)]).astype(np.int64)
-
-
 def _with_variants(req: Request, cat: Catalog, plats: list[Platform], counts: np.ndarray,
                    table: LayoutTable, tally: Tally, g: dict[str, np.ndarray],
                    kinds: tuple[int, ...], busy: np.ndarray | None = None
@@ -293,7 +273,7 @@ def _with_variants(req: Request, cat: Catalog, plats: list[Platform], counts: np
         return none
     acc = plats[0].accelerator
     assert acc is not None
-    sel = _extra_rows(ex, counts, kinds)
+    sel = variants.extra_rows(ex, counts, kinds)
     if sel.size == 0:
         return none
     e = {k: v[sel] for k, v in ex.items()}
@@ -309,7 +289,8 @@ def _with_variants(req: Request, cat: Catalog, plats: list[Platform], counts: np
                  & (e["kind"] == 2)),
         fz.memory_check(e["memory_bytes"], acc.memory_bytes),
         fz.host_memory_check(e["offloaded"], host),
-        fz.Check(code=fz.HSDP_UNNEEDED, bad=_not_in(e["twin"], busy, table.memory_bytes.size))])
+        fz.Check(code=fz.HSDP_UNNEEDED,
+                 bad=variants.not_in(e["twin"], busy, table.memory_bytes.size))])
     if not keep.any():
         return none
     e["row"] = np.full(sel.size, -1, dtype=np.int64)

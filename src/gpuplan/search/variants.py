@@ -59,3 +59,23 @@ def variant_rows(g: dict[str, np.ndarray], valid: np.ndarray, memory_bytes: np.n
 def defaults(n: int) -> dict[str, np.ndarray]:
     """The variant fields of plain grid rows."""
     return {"shard_group": np.zeros(n, dtype=np.int64), "offload": np.zeros(n, dtype=np.int64)}
+
+
+def not_in(rows: np.ndarray, busy: np.ndarray | None, n: int) -> np.ndarray:
+    """Where table rows `rows` are not among `busy` (none are when busy is None)."""
+    if busy is None:
+        return np.zeros(rows.size, dtype=bool)
+    mark = np.zeros(n, dtype=bool)
+    mark[busy] = True
+    return ~mark[rows]
+
+
+def extra_rows(ex: dict[str, np.ndarray], counts: np.ndarray, kinds: tuple[int, ...]
+                ) -> np.ndarray:
+    """Indices of the variant rows of these kinds and GPU counts (`extra` is sorted by kind,
+    then count: a binary search per pair, no scan)."""
+    want = [k * (1 << 40) + int(c) for k in kinds for c in counts]
+    lo = np.searchsorted(ex["key"], want, side="left")
+    hi = np.searchsorted(ex["key"], want, side="right")
+    return np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)] or
+                          [np.zeros(0, dtype=np.int64)]).astype(np.int64)
