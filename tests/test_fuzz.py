@@ -167,7 +167,8 @@ def test_long_and_multiline_values_are_quoted_on_one_line(capsys):
     rc, _, err = run(capsys, "estimate", "--model", "llama2-7b", "--gpu", "h100",
                      f"--recompute={long}")
     assert (rc, err) == (2, "gpuplan: error: unknown recompute mode '" + "a" * 60 + "...' "
-                            "(3,000 characters); choose one of: none, selective, full\n")
+                            "(3,000 characters); choose one of: none, selective, full, op, "
+                            "modules\n")
 
 
 def test_the_runner_sees_a_traceback():

@@ -103,10 +103,21 @@ def _tokens(tokens: str | float | None) -> float | None:
 def _layout(model: ModelSpec, *, gpus: int | None, tp: int, pp: int, cp: int, ep: int,
             dp: int | None, vpp: int, zero: int, fsdp: bool, micro_batch: int,
             global_batch: int | None, seq_len: int | None, precision: str, optimizer: str,
-            recompute: str, offload: bool, sp: bool, flash_attention: bool, dropout: bool,
-            stack: str = "megatron", first_stage_layers: int = 0,
+            recompute: str, offload: Any, sp: bool, flash_attention: bool, dropout: bool,
+            stack: str = "megatron", shard_group: int = 0, recompute_modules: Any = None,
+            recompute_every: int = 1, first_stage_layers: int = 0,
             last_stage_layers: int = 0) -> tuple[Any, int]:
-    from .spec import OPTIMIZERS, PRECISIONS, RECOMPUTE, STACKS, Layout, code
+    from .spec import (
+        OPTIMIZERS,
+        PRECISIONS,
+        R_MODULES,
+        RECOMPUTE,
+        STACKS,
+        Layout,
+        code,
+        modules_code,
+        offload_code,
+    )
 
     if fsdp and zero not in (0, 3):
         raise ConfigError("--fsdp means --zero 3; drop one of them")
@@ -120,14 +131,22 @@ def _layout(model: ModelSpec, *, gpus: int | None, tp: int, pp: int, cp: int, ep
     else:
         gpus = gpus or inner * dp
     seq = seq_len or default_seq_len(model)
+    rc = code(RECOMPUTE, recompute.lower(), "recompute mode")
+    mods = 1
+    if recompute_modules is not None:
+        if rc not in (0, 1, R_MODULES):
+            raise ConfigError(f"--recompute-modules needs --recompute modules (Megatron-LM's "
+                              f"selective granularity), not --recompute {recompute}")
+        rc, mods = R_MODULES, modules_code(recompute_modules)
     layout = Layout(
         tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, zero=3 if fsdp else zero,
         micro_batch=micro_batch, seq_len=seq,
         global_batch=global_batch or _default_batch(model, seq, dp * micro_batch),
-        recompute=code(RECOMPUTE, recompute.lower(), "recompute mode"),
+        recompute=rc, recompute_modules=mods, recompute_every=recompute_every,
+        shard_group=shard_group,
         precision=code(PRECISIONS, precision.lower(), "precision"),
         optimizer=code(OPTIMIZERS, optimizer.lower(), "optimizer"),
-        sp=sp, flash=flash_attention, offload=offload, dropout=dropout,
+        sp=sp, flash=flash_attention, offload=offload_code(offload), dropout=dropout,
         stack=code(STACKS, (stack or "megatron").lower(), "software stack"),
         first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers)
     layout.check(model, gpus)
@@ -179,9 +198,11 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
              vpp: int = 1, zero: int = 0, fsdp: bool = False, micro_batch: int = 1,
              global_batch: int | None = None, seq_len: int | None = None,
              precision: str = "bf16", optimizer: str = "adamw", recompute: str = "none",
-             offload: bool = False, sp: bool = True, flash_attention: bool = True,
-             dropout: bool = False, stack: str = "megatron", first_stage_layers: int = 0,
-             last_stage_layers: int = 0,
+             offload: bool | str | Sequence[str] = False, sp: bool = True,
+             flash_attention: bool = True, dropout: bool = False, stack: str = "megatron",
+             shard_group: int = 0, recompute_modules: str | Sequence[str] | None = None,
+             recompute_every: int = 1,
+             first_stage_layers: int = 0, last_stage_layers: int = 0,
              tokens: str | float | None = None, offer: str | None = None,
              system: str | None = None, usd_per_gpu_hour: float | None = None,
              pricing: str | None = None, power_limit_watts: float | None = None,
@@ -212,6 +233,8 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
                         seq_len=seq_len, precision=precision, optimizer=optimizer,
                         recompute=recompute, offload=offload, sp=sp,
                         flash_attention=flash_attention, dropout=dropout, stack=stack,
+                        shard_group=shard_group, recompute_modules=recompute_modules,
+                        recompute_every=recompute_every,
                         first_stage_layers=first_stage_layers,
                         last_stage_layers=last_stage_layers)
     if offer and usd_per_gpu_hour is not None:

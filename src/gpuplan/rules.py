@@ -40,7 +40,9 @@ MODEL_MAX = {"layers": MAX_LAYERS, "hidden": MAX_WIDTH, "heads": MAX_WIDTH,
 # The integer fields of a Layout under the short names the formulas use.
 LAYOUT_NAMES = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep", "vpp": "vpp",
                 "zero": "zero", "mb": "micro_batch", "gb": "global_batch", "seq": "seq_len",
-                "first": "first_stage_layers", "last": "last_stage_layers"}
+                "first": "first_stage_layers", "last": "last_stage_layers",
+                "sg": "shard_group", "offl": "offload", "rcm": "recompute",
+                "rmods": "recompute_modules", "rk": "recompute_every"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,6 +62,11 @@ class LayoutArrays:
     seq: Any
     first: Any  # decoder layers on the first pipeline stage (0 = the default split)
     last: Any  # on the last stage
+    sg: Any
+    offl: Any
+    rcm: Any
+    rmods: Any
+    rk: Any
 
     @staticmethod
     def read(layout: Any, dtype: Any = None) -> dict[str, np.ndarray]:
@@ -120,6 +127,30 @@ def _rules(v: LayoutArrays, m: Any, gpus: int | None) -> Iterator[tuple[str, Any
     yield "zero", (v.zero >= 0) & (v.zero <= 3)
     yield "batch_dp", v.mb * v.dp <= v.gb
     yield "batch_multiple", v.gb % (v.mb * v.dp) == 0
+    yield from _sharding_rules(v, m)
+
+
+# Codes of spec.RECOMPUTE / OFFLOAD_PARTS / RECOMPUTE_MODULES (rules sit below spec).
+_R_FULL, _R_MODULES, _N_RECOMPUTE = 2, 4, 5
+_O_PARAMS, _O_GRADS, _N_OFFLOAD = 2, 4, 16
+_M_MOE_PARTS, _N_MODULES = 4 | 8, 32
+
+
+def _sharding_rules(v: LayoutArrays, m: Any) -> Iterator[tuple[str, Any]]:
+    """HSDP shard groups, offload and the recompute modes (#11)."""
+    yield "shard_range", (v.sg >= 0) & (v.sg <= MAX_WIDTH)
+    yield "shard_group", (v.sg == 0) | ((v.dp * v.cp) % np.maximum(v.sg, 1) == 0)
+    yield "shard_zero", (v.sg == 0) | (v.zero >= 1)
+    yield "offload_range", (v.offl >= 0) & (v.offl < _N_OFFLOAD)
+    yield "offload_params", ((v.offl & _O_PARAMS) == 0) | (v.zero == 3)
+    yield "offload_grads", ((v.offl & _O_GRADS) == 0) | (v.zero >= 2)
+    yield "recompute_range", (v.rcm >= 0) & (v.rcm < _N_RECOMPUTE)
+    mods = v.rcm == _R_MODULES
+    yield "modules_range", ~mods | ((v.rmods >= 1) & (v.rmods < _N_MODULES))
+    if not m.is_moe:
+        yield "modules_moe", ~mods | ((v.rmods & _M_MOE_PARTS) == 0)
+    yield "every_range", (v.rk >= 1) & (v.rk <= m.layers)
+    yield "every_full", (v.rk == 1) | (v.rcm == _R_FULL)
 
 
 def _explicit_stages(v: Any, layers: int) -> tuple[Any, Any]:
@@ -203,6 +234,33 @@ _MESSAGES: dict[str, _Msg] = {
     "batch_multiple": lambda v, m, g: (
         f"--global-batch {v['gb']} is not a multiple of micro-batch x dp = {v['mb'] * v['dp']}; "
         f"use e.g. {-(-v['gb'] // (v['mb'] * v['dp'])) * v['mb'] * v['dp']}"),
+    "shard_range": lambda v, m, g: (
+        f"--shard-group must be from 1 to the data-parallel ranks (0 = all), got {_n(v['sg'])}"),
+    "shard_group": lambda v, m, g: (
+        f"--shard-group {v['sg']} does not divide the data-parallel ranks dp*cp = "
+        f"{v['dp'] * v['cp']}; use a divisor such as "
+        f"{largest_divisor(v['dp'] * v['cp'], v['sg'])}"),
+    "shard_zero": lambda v, m, g: (
+        f"--shard-group {v['sg']} shards ZeRO state; add --zero 1, 2 or 3 (3 = HSDP)"),
+    "offload_range": lambda v, m, g: f"offload must be a set of {_N_OFFLOAD - 1:b} bits, "
+                                     f"got {_n(v['offl'])}",
+    "offload_params": lambda v, m, g: (
+        "offloading parameters needs --zero 3 (ZeRO-Infinity offload_param, FSDP CPUOffload): "
+        "add --zero 3"),
+    "offload_grads": lambda v, m, g: (
+        "offloading gradients needs --zero 2 or 3 (they are offloaded shard by shard): add "
+        "--zero 2"),
+    "recompute_range": lambda v, m, g: f"unknown recompute code {_n(v['rcm'])}",
+    "modules_range": lambda v, m, g: (
+        "--recompute modules needs at least one module: give --recompute-modules, e.g. "
+        "core_attn,layernorm"),
+    "modules_moe": lambda v, m, g: (
+        f"--recompute-modules moe and moe_act need a mixture-of-experts model; {m.id} is dense"),
+    "every_range": lambda v, m, g: (
+        f"--recompute-every must be from 1 to the model's {m.layers} layers, got {_n(v['rk'])}"),
+    "every_full": lambda v, m, g: (
+        f"--recompute-every {_n(v['rk'])} checkpoints every k-th layer and needs --recompute "
+        f"full"),
 }
 
 

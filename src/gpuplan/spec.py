@@ -22,8 +22,21 @@ PRECISIONS = ("fp32", "fp16", "bf16", "fp8")
 FP32, FP16, BF16, FP8 = range(4)
 # Every precision a catalog row may list a dense peak for.
 PEAK_KEYS = ("fp32", "tf32", "fp16", "bf16", "fp8", "fp4")
-RECOMPUTE = ("none", "selective", "full")
-R_NONE, R_SELECTIVE, R_FULL = range(3)
+# Activation recompute modes; codes 0-2 are the original three, new modes are appended.
+# selective = Megatron-LM core attention; full = whole layers (every `recompute_every`-th layer
+# with recompute_every > 1: torchtitan selective_ac_option = "k", Megatron-LM --recompute-method
+# block); op = torchtitan's per-op selective checkpointing (selective_ac_option = "op");
+# modules = Megatron-LM --recompute-granularity selective --recompute-modules (a bitmask of
+# RECOMPUTE_MODULES in `Layout.recompute_modules`).
+RECOMPUTE = ("none", "selective", "full", "op", "modules")
+R_NONE, R_SELECTIVE, R_FULL, R_OP, R_MODULES = range(5)
+# Megatron-LM --recompute-modules names, bit i = 1 << i in `Layout.recompute_modules`.
+RECOMPUTE_MODULES = ("core_attn", "mlp", "moe", "moe_act", "layernorm")
+M_CORE_ATTN, M_MLP, M_MOE, M_MOE_ACT, M_LAYERNORM = (1 << i for i in range(5))
+# What may be offloaded to host memory, bit i = 1 << i in `Layout.offload` (True = 1 =
+# optimizer state, the original meaning of the flag).
+OFFLOAD_PARTS = ("optimizer", "params", "grads", "activations")
+O_OPTIMIZER, O_PARAMS, O_GRADS, O_ACTIVATIONS = (1 << i for i in range(4))
 OPTIMIZERS = ("adamw", "sgd", "adafactor")
 # Pipeline schedules: 1F1B (interleaved when vpp > 1; Narayanan et al. 2021) and DeepSeek-V3's
 # DualPipe (arXiv 2412.19437 section 3.2.1).
@@ -336,7 +349,7 @@ class Layout:
     optimizer: Any = ADAMW  # code into OPTIMIZERS
     sp: Any = True  # sequence parallelism (only has an effect when tp > 1)
     flash: Any = True  # flash attention
-    offload: Any = False  # optimizer state offloaded to CPU (ZeRO-Offload)
+    offload: Any = False  # bitmask of OFFLOAD_PARTS; True (= 1) is the optimizer state
     dropout: Any = False
     stack: Any = 0  # code into STACKS (0 = megatron)
     schedule: Any = S_1F1B  # code into SCHEDULES
@@ -345,6 +358,11 @@ class Layout:
     # split of `estimators.shapes.stage_layers`.
     first_stage_layers: Any = 0
     last_stage_layers: Any = 0
+    # ZeRO shard group (HSDP / hybrid sharding): shard over this many of the dp*cp ranks and
+    # replicate across the groups; 0 = all of them (plain ZeRO / FSDP full sharding).
+    shard_group: Any = 0
+    recompute_modules: Any = 1  # bitmask of RECOMPUTE_MODULES (recompute = modules)
+    recompute_every: Any = 1  # recompute = full: every k-th layer of a stage is checkpointed
 
     @property
     def gpus(self) -> Any:
@@ -394,3 +412,54 @@ class Hardware:
     # Dense peak FLOP/s per precision code (shape (..., 4) indexed like PRECISIONS, nan where
     # unsupported); when given, the timing model picks the column of each layout's precision.
     peak_flops_by_precision: Any = None
+    # Host memory per GPU (the node's RAM / its GPUs; nan = not in the catalog) and the
+    # GPU's host link per direction (its PCIe / NVLink-C2C host_interface fabric).
+    host_memory_bytes: Any = float("nan")
+    host_bytes_per_s: Any = float("nan")
+
+
+def _bitmask(value: Any, names: tuple[str, ...], what: str, hint: str) -> int:
+    """'a,b' (or a sequence of names) -> the bitmask of their positions in `names`, with a
+    did-you-mean for a misspelt one."""
+    import difflib
+
+    items = value.split(",") if isinstance(value, str) else list(value)
+    mask = 0
+    for raw in items:
+        name = str(raw).strip().lower().replace("-", "_")
+        if name not in names:
+            near = difflib.get_close_matches(name, names, n=1)
+            guess = f"did you mean {quote(near[0])}? " if near else ""
+            raise ConfigError(f"unknown {what} {quote(str(raw).strip())}; {guess}choose from: "
+                              f"{', '.join(names)} ({hint})")
+        mask |= 1 << names.index(name)
+    if not mask:
+        raise ConfigError(f"no {what} given; choose from: {', '.join(names)} ({hint})")
+    return mask
+
+
+def offload_code(value: Any) -> int:
+    """--offload value -> bitmask of OFFLOAD_PARTS: False/None/'' -> 0, True -> optimizer,
+    'optimizer,params,grads,activations' (or a sequence of those names)."""
+    if value is None or value is False or value == "" or value == ():
+        return 0
+    if value is True:
+        return O_OPTIMIZER
+    if isinstance(value, int):
+        raise ConfigError(f"--offload takes part names, not a number; choose from: "
+                          f"{', '.join(OFFLOAD_PARTS)}")
+    return _bitmask(value, OFFLOAD_PARTS, "offload part", "e.g. --offload optimizer,params")
+
+
+def offload_names(mask: int) -> tuple[str, ...]:
+    return tuple(n for i, n in enumerate(OFFLOAD_PARTS) if int(mask) >> i & 1)
+
+
+def modules_code(value: Any) -> int:
+    """--recompute-modules 'core_attn,layernorm' -> bitmask of RECOMPUTE_MODULES."""
+    return _bitmask(value, RECOMPUTE_MODULES, "recompute module",
+                    "Megatron-LM --recompute-modules names")
+
+
+def module_names(mask: int) -> tuple[str, ...]:
+    return tuple(n for i, n in enumerate(RECOMPUTE_MODULES) if int(mask) >> i & 1)

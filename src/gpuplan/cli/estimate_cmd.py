@@ -62,8 +62,20 @@ def register(sub: Any) -> None:
     g.add_argument("--micro-batch", type=positive_int, default=1)
     g.add_argument("--precision", default="bf16", help="fp32, fp16, bf16 or fp8")
     g.add_argument("--optimizer", default="adamw", help="adamw, sgd or adafactor")
-    g.add_argument("--recompute", default="none", help="none, selective or full")
-    g.add_argument("--offload", action="store_true", help="optimizer state on CPU (ZeRO-Offload)")
+    g.add_argument("--recompute", default="none",
+                   help="none, selective (core attention), full, op (torchtitan per-op) or "
+                   "modules (Megatron-LM, with --recompute-modules)")
+    g.add_argument("--recompute-modules", metavar="LIST",
+                   help="Megatron-LM modules to recompute: core_attn, mlp, moe, moe_act, "
+                   "layernorm (comma-separated; implies --recompute modules)")
+    g.add_argument("--recompute-every", type=positive_int, default=1, metavar="K",
+                   help="with --recompute full: checkpoint every K-th layer only")
+    g.add_argument("--offload", nargs="?", const="optimizer", default="", metavar="PARTS",
+                   help="to host memory: optimizer (alone: the default), params, grads, "
+                   "activations (comma-separated)")
+    g.add_argument("--shard-group", type=positive_int, default=0, metavar="N",
+                   help="with --zero: shard within groups of N data-parallel ranks and "
+                   "replicate across them (HSDP; default: all ranks)")
     g.add_argument("--no-sp", action="store_true",
                    help="turn off sequence parallelism (on by default whenever tp > 1)")
     g.add_argument("--no-flash-attention", action="store_true",
@@ -97,7 +109,9 @@ def estimate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         gpu=args.gpu, gpus=args.gpus, tp=args.tp, pp=args.pp, cp=args.cp, ep=args.ep,
         dp=args.dp, vpp=args.vpp, zero=args.zero, fsdp=args.fsdp, micro_batch=args.micro_batch,
         precision=args.precision, optimizer=args.optimizer, recompute=args.recompute,
-        offload=args.offload, sp=not args.no_sp, flash_attention=not args.no_flash_attention,
+        offload=args.offload, shard_group=args.shard_group,
+        recompute_modules=args.recompute_modules, recompute_every=args.recompute_every,
+        sp=not args.no_sp, flash_attention=not args.no_flash_attention,
         dropout=args.dropout, stack=args.stack, first_stage_layers=args.first_stage_layers,
         last_stage_layers=args.last_stage_layers, tokens=args.tokens, offer=args.offer,
         system=args.system,

@@ -299,3 +299,25 @@ def zero3_gather_s(params: Any, dp: Any, zero: Any, microbatches: Any, n_inner: 
     weights = np.asarray(params) * PARAM_GATHER_BYTES
     ag = hierarchical_rs_s(weights, dp, n_inner, bw_inner, a_inner, bw_outer, a_outer)
     return np.where(np.asarray(zero) >= 3, 2.0 * np.asarray(microbatches) * ag, 0.0)
+
+
+# --- HSDP / hybrid sharding (#11) ---------------------------------------------------------------
+
+
+def hsdp_grad_sync_s(params: Any, group: Any, replicas: Any, zero: Any, n_inner: Any,
+                     r_inner: Any, bw_inner: Any, a_inner: Any, bw_outer: Any,
+                     a_outer: Any) -> Any:
+    """Once per step with ZeRO sharded inside groups of `group` ranks and replicated across
+    `replicas` groups (PyTorch FSDP HYBRID_SHARD, Zhao et al. 2023, arXiv 2304.11277, section
+    3.2.2; torchtitan dp_shard x dp_replicate): reduce-scatter the gradients inside the group,
+    all-reduce each 1/group shard across the replicas, and (ZeRO-1/2) all-gather the updated
+    16-bit parameters inside the group. `n_inner` / `r_inner`: ranks of the group / of the
+    replica set that share one scale-up domain. group = all ranks gives `dp_grad_sync_s`."""
+    z = np.asarray(zero)
+    grads = np.asarray(params) * GRAD_REDUCE_BYTES
+    rs = hierarchical_rs_s(grads, group, n_inner, bw_inner, a_inner, bw_outer, a_outer)
+    ar = hierarchical_allreduce_s(grads / np.asarray(group), replicas, r_inner, bw_inner,
+                                  a_inner, bw_outer, a_outer)
+    ag = hierarchical_rs_s(np.asarray(params) * PARAM_GATHER_BYTES, group, n_inner, bw_inner,
+                           a_inner, bw_outer, a_outer)
+    return rs + ar + np.where(z >= 3, 0.0, ag)

@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import FP8, R_FULL, R_NONE, R_SELECTIVE, ModelSpec
+from ..spec import FP8, R_OP, R_SELECTIVE, ModelSpec
+from .recompute import full_share, is_op, module_bits, op_recompute_fwd_flops
 
 # Backward = 2 x forward (Kaplan et al. 2020, section 2.1).
 FWD_BWD = 3.0
@@ -49,6 +50,11 @@ class FlopsBreakdown:
     router: Any
     lm_head: Any
     layers: int
+    # forward FLOPs per token, all layers, that the finer recompute modes repeat
+    # (`estimators/recompute.py`): op-SAC's unsaved matmuls, Megatron-LM's mlp and moe modules
+    op_fwd: Any = 0.0
+    dense_mlp_fwd: Any = 0.0
+    moe_fwd: Any = 0.0
 
     @property
     def model(self) -> Any:
@@ -68,21 +74,35 @@ class FlopsBreakdown:
     def forward_layers(self) -> Any:
         return (self.model - self.lm_head) / FWD_BWD
 
-    def recompute_extra(self, recompute: Any) -> Any:
-        """Forward FLOPs per token repeated by recompute (code 0 none, 1 selective, 2 full)."""
+    def _core_share(self, recompute: Any, modules: Any, every: Any) -> Any:
+        """Share of the attention core's forward that recompute repeats."""
         r = np.asarray(recompute)
-        return np.where(r == R_FULL, self.forward_layers,
-                        np.where(r == R_SELECTIVE, self.attention_core_fwd, 0.0))
+        share = full_share(r, every) + (r == R_SELECTIVE)
+        return share + module_bits(r, modules)["core_attn"] if np.any(r >= R_OP) else share
 
-    def attention_executed(self, recompute: Any) -> Any:
+    def recompute_extra(self, recompute: Any, modules: Any = 1, every: Any = 1) -> Any:
+        """Forward FLOPs per token repeated by recompute (`spec.RECOMPUTE` codes): full a
+        share 1/every of the layers' forward; selective and the core_attn module the
+        attention core; op the matmuls op-SAC does not save; the mlp and moe modules those
+        layers' MLP forward (layernorm and moe_act repeat no GEMM)."""
+        r = np.asarray(recompute)
+        out = (full_share(r, every) * self.forward_layers
+               + (r == R_SELECTIVE) * self.attention_core_fwd)
+        if not np.any(r >= R_OP):  # the original three modes (most of a plan's grid)
+            return out
+        mb = module_bits(r, modules)
+        return (out + mb["core_attn"] * self.attention_core_fwd + is_op(r) * self.op_fwd
+                + mb["mlp"] * self.dense_mlp_fwd + mb["moe"] * self.moe_fwd)
+
+    def attention_executed(self, recompute: Any, modules: Any = 1, every: Any = 1) -> Any:
         """Attention-core FLOPs per token the hardware executes (recompute repeats the forward
-        for selective and full alike)."""
-        r = np.asarray(recompute)
-        return self.attention + np.where(r == R_NONE, 0.0, self.attention_core_fwd)
+        for selective, core_attn and the fully checkpointed layers)."""
+        return self.attention + self._core_share(recompute, modules, every) \
+            * self.attention_core_fwd
 
-    def hardware(self, recompute: Any) -> Any:
+    def hardware(self, recompute: Any, modules: Any = 1, every: Any = 1) -> Any:
         """FLOPs per token the hardware executes (HFU numerator)."""
-        return self.model + self.recompute_extra(recompute)
+        return self.model + self.recompute_extra(recompute, modules, every)
 
 
 def _attention_dims(model: ModelSpec) -> tuple[int, int]:
@@ -114,9 +134,12 @@ def flops_per_token(model: ModelSpec, seq_len: Any) -> FlopsBreakdown:
         mlp = mlp + FWD_BWD * 2.0 * model.moe_layers * active * model.expert_params()
         router = FWD_BWD * 2.0 * model.moe_layers * h * model.experts
     lm_head = FWD_BWD * 2.0 * h * model.vocab
+    dense_fwd = 2.0 * dense_layers * model.dense_mlp_params()
     return FlopsBreakdown(qkv=qkv + 0 * s, attention=attention, out_proj=out_proj + 0 * s,
                           mlp=mlp + 0 * s, router=router + 0 * s, lm_head=lm_head + 0 * s,
-                          layers=L)
+                          layers=L, op_fwd=op_recompute_fwd_flops(model) + 0 * s,
+                          dense_mlp_fwd=dense_fwd + 0 * s,
+                          moe_fwd=(mlp + router) / FWD_BWD - dense_fwd + 0 * s)
 
 
 # --- achievable efficiency ---------------------------------------------------------------------

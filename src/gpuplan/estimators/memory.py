@@ -52,8 +52,7 @@ Conventions and sources (each formula is repeated beside its function):
 - Activations per layer: Korthikanti et al. 2022 (arXiv 2205.05198), section 4, generalised to
   GQA, SwiGLU and squared ReLU (MLP_SAVED_FFN), flash attention, dropout on/off and fp32; see
   `layer_activation_bytes`.
-- CPU offload (ZeRO-Offload, Ren et al. 2021, arXiv 2101.06840): optimizer state and the fp32
-  master copy move to the CPU (`offloaded`, not in `total`); half gradients stay on the GPU.
+- Offload (optimizer, params, grads, activations; `recompute.py`) moves bytes to `offloaded`.
 - Buffers by software stack (`Layout.stack`): see buffers.py (data/memory.toml).
 - Overhead: runtime_overhead_bytes (CUDA/ROCm context, NCCL buffers; a catalog constant,
   `runtime_context`) plus fragmentation * allocated bytes (caching-allocator slack,
@@ -74,6 +73,13 @@ from ..workload import finetune_of
 from . import buffers as bufm
 from . import finetune
 from .buffers import logits_bytes
+from .recompute import (
+    offload_state,
+    offloaded_activations,
+    op_bytes,
+    stored_bytes,
+    transient_bytes,
+)
 from .shapes import (
     StageParams,
     act_element_bytes,
@@ -153,11 +159,15 @@ def model_state_bytes_per_param(
 # --- activations -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _LayerActs:
-    """Stored bytes per layer and micro-batch for each recompute mode."""
+    """Stored bytes per layer and micro-batch by recompute mode (`recompute.py`)."""
 
     none: Any
     selective: Any
     full: Any  # the checkpointed layer input
+    op: Any  # torchtitan per-op selective checkpointing
+    norm_out: Any  # the two norm outputs (QKV and MLP inputs): dropped by layernorm
+    mlp: Any  # the MLP's saved tensors (MoE: experts and router): dropped by mlp / moe
+    act_half: Any  # half of the expert tensors (the fc2 inputs): dropped by moe_act
 
 
 def _layer_acts(model: ModelSpec, *, seq_len: Any, micro_batch: Any, tp: Any = 1, cp: Any = 1,
@@ -180,12 +190,15 @@ def _layer_acts(model: ModelSpec, *, seq_len: Any, micro_batch: Any, tp: Any = 1
     # a*s^2*b: softmax output e, with dropout its output e and a 1-byte mask
     score = sb * np.asarray(seq_len) * a * (e + drop * (e + 1)) / t
     mlp = esb * _mlp_saved(model, moe) / t
+    act_half = mlp / 2.0 if moe else 0.0 * esb  # half of the expert tensors: moe_act drops
     if moe:
         mlp = mlp + 4.0 * sb * model.experts  # router probabilities, fp32, replicated
     common = replicated + q_out + mlp
     none = common + np.where(flash_, kv_compact + stats, q_out + score)
     selective = common + kv_compact + flash_ * stats
-    return _LayerActs(none=none, selective=selective, full=esb * h / t_seq)
+    return _LayerActs(none=none, selective=selective, full=esb * h / t_seq,
+                      op=op_bytes(model, esb, t, t_seq, stats, mlp, moe),
+                      norm_out=esb * (2 * h) / t_seq, mlp=mlp, act_half=act_half)
 
 
 def layer_activation_bytes(
@@ -201,9 +214,12 @@ def layer_activation_bytes(
     precision: Any = 2,
     dropout: Any = False,
     moe: bool = False,
+    recompute_modules: Any = 1,
+    recompute_every: Any = 1,
 ) -> Any:
     """Bytes one transformer layer keeps for backward, per micro-batch, per GPU.
 
+    Modes beyond none/selective/full: `estimators/recompute.py`.
     Korthikanti et al. 2022 (arXiv 2205.05198) eq. 1-4, fp16, MHA, GELU MLP of 4h, dropout on:
       none: s*b*h*(34 + 5*a*s/h); TP+SP: that / t; TP without SP: s*b*h*(10 + 24/t + 5as/(ht));
       selective (recompute core attention): 34*s*b*h/t; full: 2*s*b*h (/t with SP).
@@ -223,8 +239,7 @@ def layer_activation_bytes(
     """
     acts = _layer_acts(model, seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sp=sp,
                        flash=flash, precision=precision, dropout=dropout, moe=moe)
-    rc = np.asarray(recompute, dtype=np.intp)
-    return np.choose(rc, [acts.none, acts.selective, acts.full])
+    return stored_bytes(acts, recompute, recompute_modules, recompute_every, moe)
 
 
 def _mlp_saved(model: ModelSpec, moe: bool) -> float:
@@ -237,15 +252,12 @@ def _mlp_saved(model: ModelSpec, moe: bool) -> float:
     return k * (per * model.expert_ffn + model.hidden)  # + each expert's input copy
 
 
-def _recompute_transient(acts: _LayerActs, rc: Any) -> Any:
-    """full: the layer's complete activations minus its stored input (the input is reused);
-    selective: the recomputed attention scores (non-flash only); none: nothing."""
-    return np.choose(rc, [0.0, acts.none - acts.selective, acts.none - acts.full])
-
-
-def layer_recompute_transient_bytes(model: ModelSpec, *, recompute: Any, **kw: Any) -> Any:
+def layer_recompute_transient_bytes(model: ModelSpec, *, recompute: Any,
+                                    recompute_modules: Any = 1, recompute_every: Any = 1,
+                                    **kw: Any) -> Any:
     """Extra bytes alive while one layer is recomputed in backward (one micro-batch)."""
-    return _recompute_transient(_layer_acts(model, **kw), np.asarray(recompute, dtype=np.intp))
+    return transient_bytes(_layer_acts(model, **kw), recompute, recompute_modules,
+                           recompute_every, bool(kw.get("moe", False)))
 
 
 def inflight_microbatches(pp: Any, vpp: Any, microbatches: Any, rank: Any = 0) -> Any:
@@ -264,7 +276,8 @@ def inflight_microbatches(pp: Any, vpp: Any, microbatches: Any, rank: Any = 0) -
 @dataclass(frozen=True)
 class MemoryBreakdown:
     """Bytes on the most loaded GPU; `total` is the sum of the parts (`parts`: every field
-    but `offloaded`, `zero3_saving`, `stage` and the four after it).
+    but `offloaded`, `zero3_saving`, `stage`, `host_traffic` (bytes per step over the host
+    link) and the non-part lines after `stage`).
 
     `gathered` is what ZeRO-3 holds unsharded (the gathered layers and the root unit);
     `zero3_saving` is what its weight sharding saves on this GPU against ZeRO-2 (both 0 unless
@@ -297,6 +310,7 @@ class MemoryBreakdown:
     adapter_weights: Any = 0.0
     adapter_optimizer: Any = 0.0
     tuned: Any = False
+    host_traffic: Any = 0.0  # not a part: bytes per step over the host link (offload)
 
     def summary(self, unit: float = 1.0) -> dict[str, Any]:
         """JSON keys weights, gradients, optimizer, activations, other, total (parts sum to total).
@@ -324,7 +338,7 @@ class MemoryBreakdown:
 
 _NOT_PARTS = {"offloaded", "total", "zero3_saving", "stage", "allocator_margin",
               "runtime_context", "allocated", "reserved", "base_weights", "adapter_weights",
-              "adapter_optimizer", "tuned"}
+              "adapter_optimizer", "tuned", "host_traffic"}
 
 
 def _plain(x: np.ndarray) -> Any:
@@ -426,14 +440,15 @@ def _per_layer(model: ModelSpec, L: Layout) -> _PerLayer:
     rc = np.asarray(L.recompute, dtype=np.intp)
     kw = dict(seq_len=L.seq_len, micro_batch=L.micro_batch, tp=tp, cp=cp, sp=L.sp,
               precision=np.asarray(L.precision, dtype=np.intp))
+    mods, every = L.recompute_modules, L.recompute_every
     dense = _layer_acts(model, flash=L.flash, dropout=L.dropout, **kw)
-    dense_stored = np.choose(rc, [dense.none, dense.selective, dense.full])
-    dense_transient = _recompute_transient(dense, rc)
+    dense_stored = stored_bytes(dense, rc, mods, every)
+    dense_transient = transient_bytes(dense, rc, mods, every)
     moe_stored, moe_transient = dense_stored, dense_transient  # a dense model: the same layers
     if model.is_moe:
         moe = _layer_acts(model, flash=L.flash, dropout=L.dropout, moe=True, **kw)
-        moe_stored = np.choose(rc, [moe.none, moe.selective, moe.full])
-        moe_transient = _recompute_transient(moe, rc)
+        moe_stored = stored_bytes(moe, rc, mods, every, True)
+        moe_transient = transient_bytes(moe, rc, mods, every, True)
     saved, live = logits_bytes(model, **kw)
     emb_mask = np.asarray(L.dropout) * tokens_per_rank(L.seq_len, L.micro_batch, cp) \
         * model.hidden / np.where(L.sp, tp, 1)
@@ -469,14 +484,21 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
                                np.where(P.moe_layers > 0, acts.moe_transient, 0.0))
         if ft is not None:  # fine-tuning: frozen base, adapters (estimators/finetune.py);
             # the middle rank counts as a later stage (an upper bound for 'freeze')
-            fp8 = d["fp8_weights"]
+            keep = {k: d[k] for k in ("fp8_weights", "host_traffic")}
             d, stored, transient = finetune.stage_parts(model, ft, P, L, (wb, gb, ob), stored,
                                                         transient, emb == 1.0)
-            d.setdefault("fp8_weights", fp8)
+            for k, v in keep.items():
+                d.setdefault(k, v)
         d["moe_tokens"] = np.where(P.moe_layers > 0, acts.moe_tokens, 0.0) * sb["moe_token_buffers"]
         held = inflight_microbatches(pp, L.vpp, m, rank)  # 1F1B: pp - rank (capped at m)
-        d["activations"] = held * (stored + emb * acts.emb_mask) + transient
+        kept = held * (stored + emb * acts.emb_mask)
         d["logits"] = np.where(last, head, 0.0)
+        layer = np.maximum(np.where(P.dense_layers > 0, acts.dense_stored, 0.0),
+                           np.where(P.moe_layers > 0, acts.moe_stored, 0.0))
+        gone = offloaded_activations(L.offload, layer, kept)
+        d["activations"] = kept - gone + transient
+        d["offloaded"] = d["offloaded"] + gone
+        d["host_traffic"] = d["host_traffic"] + np.where(gone > 0, 2.0 * m * stored, 0.0)
         d["allocated"] = sum(d[k] for k in _ALLOCATED)
         d["allocator_margin"] = fragmentation * d["allocated"]
         d["runtime_context"] = np.full(np.shape(d["allocated"]), float(runtime_overhead_bytes))
@@ -507,24 +529,21 @@ def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any,
     of `model_state_bytes_per_param`'s 3 B fp8 weight is moved into `fp8_weights`).
     """
     zero, precision = np.asarray(L.zero), np.asarray(L.precision, dtype=np.intp)
-    group = shard_group(L.dp, L.cp)
-    egroup = expert_shard_group(L.dp, L.cp, L.ep)
-    grad_params = sharded_params(P, L.dp, L.cp, L.ep, zero >= 2)
+    group, sg = shard_group(L.dp, L.cp, L.shard_group), L.shard_group
+    egroup = expert_shard_group(L.dp, L.cp, L.ep, sg)
+    n_grad, n_opt, n_w = (sharded_params(P, L.dp, L.cp, L.ep, zero >= z, sg) for z in (2, 1, 3))
     wb = wb - (precision == FP8)  # bf16 weights; the fp8 copies are their own part
-    weight_params = sharded_params(P, L.dp, L.cp, L.ep, zero >= 3)
-    weights = wb * weight_params
-    opt = ob * sharded_params(P, L.dp, L.cp, L.ep, zero >= 1)
+    weights = wb * n_w
+    opt = ob * n_opt
     accum_b = bufm.grad_accum_bytes(mixed=precision != FP32, microbatches=m, grad_bytes=gb, sb=sb)
     unit = P.unit - np.where(egroup > 1, 0.0, P.unit_expert)  # the sharded part of a layer
     gather = (zero >= 3) & (group > 1)
     layers = np.minimum(2.0, P.dense_layers + P.moe_layers)
-    offload = np.asarray(L.offload, bool)
-    return dict(weights=weights, gradients=gb * grad_params,
-                optimizer=np.where(offload, 0.0, opt), offloaded=np.where(offload, opt, 0.0),
+    return dict(**offload_state(L.offload, zero, m, weights=weights, grads=gb * n_grad,
+                                accum=accum_b * n_grad, opt=opt, opt_grads=gb * n_opt,
+                                opt_weights=wb * n_opt),
                 gathered=np.where(gather, wb * (layers * unit + P.root), 0.0),
                 grad_bucket=np.where((zero >= 2) & (group > 1),
                                      bufm.grad_bucket_bytes(gb, sb) * unit, 0.0),
-                grad_accum=accum_b * grad_params,
-                fp8_weights=np.where(precision == FP8, sb["fp8_weight_bytes"], 0.0)
-                * weight_params,
+                fp8_weights=np.where(precision == FP8, sb["fp8_weight_bytes"], 0.0) * n_w,
                 zero3_saving=np.where(gather, wb * P.total - weights, 0.0))

@@ -154,14 +154,18 @@ def _default_lookup(L: int, pp: Any, vpp: Any) -> tuple[Any, Any, Any]:
     return tuple(t[i, j] for t in table)  # type: ignore[return-value]
 
 
-def shard_group(dp: Any, cp: Any) -> Any:
-    """Ranks that shard ZeRO state of the dense parameters: dp * cp."""
-    return np.asarray(dp) * np.asarray(cp)
+def shard_group(dp: Any, cp: Any, group: Any = 0) -> Any:
+    """Ranks that shard ZeRO state of the dense parameters: dp * cp, or the HSDP shard group
+    `group` when it is set (> 0: shard within it, replicate across the dp*cp/group groups;
+    Zhao et al. 2023, PyTorch FSDP, arXiv 2304.11277, section 3.2.2 hybrid sharding)."""
+    g = np.asarray(group)
+    return np.where(g > 0, g, np.asarray(dp) * np.asarray(cp))
 
 
-def expert_shard_group(dp: Any, cp: Any, ep: Any) -> Any:
-    """Ranks that shard ZeRO state of the routed experts: dp * cp / ep."""
-    return shard_group(dp, cp) / np.asarray(ep)
+def expert_shard_group(dp: Any, cp: Any, ep: Any, group: Any = 0) -> Any:
+    """Ranks that shard ZeRO state of the routed experts: dp * cp / ep; with an HSDP shard
+    group, group / ep (at least 1: a group smaller than ep leaves experts unsharded)."""
+    return np.maximum(shard_group(dp, cp, group) / np.asarray(ep), 1.0)
 
 
 @dataclass(frozen=True)
@@ -246,10 +250,12 @@ def most_params(*placed: StageParams) -> Any:
     return functools.reduce(np.maximum, [P.total for P in placed])
 
 
-def sharded_params(P: StageParams, dp: Any, cp: Any, ep: Any, sharded: Any) -> Any:
+def sharded_params(P: StageParams, dp: Any, cp: Any, ep: Any, sharded: Any,
+                   group: Any = 0) -> Any:
     """Parameters per GPU of stage P whose state ZeRO shards where `sharded` is true: dense
-    parameters over dp*cp, routed experts over dp*cp/ep; unsharded elsewhere."""
+    parameters over dp*cp (or the HSDP shard group), routed experts over dp*cp/ep (or
+    group/ep); unsharded elsewhere."""
     sharded = np.asarray(sharded, bool)
-    dense = np.where(sharded, shard_group(dp, cp), 1.0)
-    expert = np.where(sharded, expert_shard_group(dp, cp, ep), 1.0)
+    dense = np.where(sharded, shard_group(dp, cp, group), 1.0)
+    expert = np.where(sharded, expert_shard_group(dp, cp, ep, group), 1.0)
     return P.dense / dense + P.expert / expert

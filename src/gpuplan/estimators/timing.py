@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from ..rules import LayoutArrays
-from ..spec import BF16, FP8, PRECISIONS, R_FULL, S_DUALPIPE, Hardware, Layout, ModelSpec
+from ..spec import BF16, FP8, PRECISIONS, S_DUALPIPE, Hardware, Layout, ModelSpec
 from ..units import DAY, HOUR
 from ..workload import finetune_of
 from . import comm, finetune
@@ -50,6 +51,7 @@ from .compute import (
     matmul_efficiency,
     memory_bound_time,
 )
+from .recompute import OFFLOAD_OVERLAP, full_share, module_bits
 from .shapes import (
     StageParams,
     act_element_bytes,
@@ -64,7 +66,7 @@ from .shapes import (
 
 # The TimingBreakdown fields that sum to step_s, in display order.
 TIMING_PARTS = ("compute_s", "memory_s", "overhead_s", "optimizer_s", "tp_comm_s", "pp_comm_s",
-                "dp_comm_s", "cp_comm_s", "ep_comm_s", "bubble_s")
+                "dp_comm_s", "cp_comm_s", "ep_comm_s", "bubble_s", "offload_s")
 BOTTLENECKS = ("compute", "memory bandwidth", "TP comm", "DP comm", "PP bubble", "PP comm",
                "CP comm", "EP comm")
 
@@ -84,6 +86,7 @@ class TimingBreakdown:
     ep_comm_s: Any
     bubble_s: Any
     step_s: Any
+    offload_s: Any = 0.0  # exposed host-link (PCIe) transfers of offloaded state (#11)
     tokens_per_s: Any  # whole cluster
     mfu: Any  # PaLM convention, against dense peak at the layout's precision
     hfu: Any  # including recompute FLOPs
@@ -118,12 +121,13 @@ def _peak16(hw: Hardware, precision: Any) -> Any:
     return np.where(np.asarray(precision) == FP8, peak / 2.0, peak)
 
 
-def _expert_flops(model: ModelSpec, rc: Any) -> Any:
-    """Executed FLOPs per token in routed experts, all layers (0 for dense models)."""
+def _expert_flops(model: ModelSpec, c: Any) -> Any:
+    """Executed FLOPs per token in routed experts, all layers (0 for dense models): full
+    recompute and Megatron-LM's moe module repeat their forward."""
     if not model.is_moe:
         return 0.0
     routed = FWD_BWD * 2.0 * model.moe_layers * model.experts_per_token * model.expert_params()
-    return routed * np.where(np.asarray(rc) == R_FULL, 4.0 / 3.0, 1.0)
+    return routed * (1.0 + (c.full + module_bits(c.rc, c.rmods)["moe"]) / 3.0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,9 +147,10 @@ class _Ctx(LayoutArrays):
     a_out: Any
     schedule: Any  # code into spec.SCHEDULES
 
-    @property
+    @cached_property
     def full(self) -> Any:
-        return self.rc == R_FULL
+        """Share of the layers full recompute repeats (1/recompute_every; 0 in other modes)."""
+        return full_share(self.rc, self.rk)
 
     def link(self, span: Any) -> tuple[Any, Any]:
         return comm.group_link(span, self.domain, self.up, self.a_up, self.out, self.a_out)
@@ -183,7 +188,7 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
     L, h = model.layers, model.hidden
     fl = flops_per_token(model, c.seq)
     tokens_gpu = c.gb * c.seq / (c.dp * c.cp)  # tokens each stage's tp group sees per step
-    layer_hw = (fl.hardware(c.rc) - fl.lm_head) / L
+    layer_hw = (fl.hardware(c.rc, c.rmods, c.rk) - fl.lm_head) / L
     lps, head = slowest_stage(model, c, layer_hw, fl.lm_head)
     stage_flops = tokens_gpu / c.tp * (layer_hw * lps + fl.lm_head * head)
     # Routed experts run grouped GEMMs whose smallest dimension is min(rows per expert,
@@ -191,8 +196,8 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
     # load imbalance); the attention core runs in 16 bits at attention_ratio x the GEMM
     # efficiency.
     per_layer_tokens = tokens_gpu / c.tp * lps / L  # (tokens x all layers) x this stage's share
-    expert = per_layer_tokens * _expert_flops(model, c.rc) / stage_flops
-    attn = per_layer_tokens * fl.attention_executed(c.rc) / stage_flops
+    expert = per_layer_tokens * _expert_flops(model, c) / stage_flops
+    attn = per_layer_tokens * fl.attention_executed(c.rc, c.rmods, c.rk) / stage_flops
     eff_mm = matmul_efficiency(eff, h / c.tp, c.prec)
     rows = tokens_per_rank(c.seq, c.mb, c.cp) / c.tp  # each rank routes its SP shard
     eff_ex = matmul_efficiency(eff, expert_gemm_dim(model, rows, c.ep), c.prec)
@@ -202,7 +207,7 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
                  + compute_time(stage_flops * attn, c.peak16, eff_at))
     per_token = (elementwise_bytes_per_token_layer(model, c.act_bytes, c.ep) * lps
                  + logits_bytes_per_token(model) * head)
-    repeat = np.where(c.full, 4.0 / 3.0, 1.0)  # full recompute repeats the forward
+    repeat = 1.0 + c.full / 3.0  # full recompute repeats the forward
     memory_s = memory_bound_time(tokens_gpu / c.tp * per_token * repeat,
                                  hw.memory_bandwidth_bytes_per_s, eff.memory_fraction)
     overhead_s = np.asarray(eff.layer_overhead_s) * lps * c.m * repeat
@@ -228,7 +233,7 @@ def _optimizer_params(c: _Ctx, placed: tuple[StageParams, ...]) -> Any:
     """Parameters whose optimizer step one GPU runs: its stage's, sharded as ZeRO-1+ shards the
     optimizer state (the same count as the memory model's optimizer bytes); the busiest of the
     stages `placed` (`shapes.pipeline_stages`)."""
-    return functools.reduce(np.maximum, [sharded_params(P, c.dp, c.cp, c.ep, c.zero >= 1)
+    return functools.reduce(np.maximum, [sharded_params(P, c.dp, c.cp, c.ep, c.zero >= 1, c.sg)
                                          for P in placed])
 
 
@@ -283,6 +288,12 @@ def _data_parallel_comm(c: _Ctx, params: Any, compute_s: Any) -> dict[str, tuple
     reduce, gather = comm.dp_sync_parts_s(params, c.dp, c.zero, n_in, c.up, c.a_up, c.out,
                                           c.a_out, buckets)
     gathers = comm.zero3_gather_s(params, c.dp, c.zero, c.m, n_in, c.up, c.a_up, c.out, c.a_out)
+    hsdp = c.sg > 0  # HSDP: sharded inside the shard group, replicated across the groups
+    if np.any(hsdp):  # its sync (reduce-scatter in the group + all-reduce across) as one part
+        h_sync, h_gathers = _hsdp_comm(c, params)
+        reduce = np.where(hsdp, h_sync, reduce)
+        gather = np.where(hsdp, 0.0, gather)
+        gathers = np.where(hsdp, h_gathers, gathers)
     per_mb = compute_s / c.m
     tail = (buckets - 1.0) / buckets  # share of a reduction that can overlap at all
     return {"dp_reduce": (reduce, np.minimum(comm.DP_OVERLAP * per_mb * 2.0 / 3.0,
@@ -320,8 +331,35 @@ def _bubble_fraction(c: _Ctx) -> Any:
     return np.where(c.schedule == S_DUALPIPE, dual, one_f_one_b)
 
 
-def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency) -> TimingBreakdown:
-    """Time of one optimizer step of `model` under `layout` on `hw` (all arrays broadcast)."""
+def _hsdp_comm(c: _Ctx, params: Any) -> tuple[Any, Any]:
+    """(gradient sync, ZeRO-3 gathers) per step with an HSDP shard group: the shard group is
+    c.sg of the dp*cp ranks, taken as c.sg / cp data-parallel ranks (exact for cp = 1) at
+    stride tp*cp, its replicas at stride tp*cp*group (`comm.hsdp_grad_sync_s`)."""
+    group = np.clip(c.sg / c.cp, 1.0, c.dp)
+    n_in = comm.ranks_inside(c.tp * c.cp, group, c.domain)
+    r_in = comm.ranks_inside(c.tp * c.cp * group, c.dp / group, c.domain)
+    links = (c.up, c.a_up, c.out, c.a_out)
+    sync = comm.hsdp_grad_sync_s(params, group, c.dp / group, c.zero, n_in, r_in, *links)
+    gathers = comm.zero3_gather_s(params, group, c.zero, c.m, n_in, *links)
+    return sync, gathers
+
+
+def _offload_comm(c: _Ctx, hw: Hardware, host_traffic: Any, compute_s: Any
+                  ) -> dict[str, tuple[Any, Any]]:
+    """Host-link (PCIe) transfers of offloaded state per step: bytes / the link's bandwidth
+    per direction, hidden behind compute up to recompute.OFFLOAD_OVERLAP."""
+    traffic = np.asarray(host_traffic, dtype=float)
+    bw = np.asarray(getattr(hw, "host_bytes_per_s", np.nan), dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(traffic > 0, traffic / bw, 0.0)
+    return {"offload": (np.where(np.isnan(t), np.inf, t), OFFLOAD_OVERLAP * compute_s)}
+
+
+def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency,
+              host_traffic: Any = 0.0) -> TimingBreakdown:
+    """Time of one optimizer step of `model` under `layout` on `hw` (all arrays broadcast).
+    `host_traffic`: bytes per step each GPU moves over its host link for offloaded state
+    (`memory.MemoryBreakdown.host_traffic`)."""
     c = _context(layout, hw)
     cp_ = _compute_parts(model, c, hw, eff, layout.optimizer)
     ft = finetune_of(model)
@@ -329,7 +367,8 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency) -
         cp_ = _finetuned(model, ft, c, cp_)
     compute_s, memory_s, overhead_s = cp_["compute_s"], cp_["memory_s"], cp_["overhead_s"]
     comms = {**_model_parallel_comm(model, c, compute_s, eff.tp_overlap, cp_["lps"]),
-             **_data_parallel_comm(c, cp_["params"], compute_s)}
+             **_data_parallel_comm(c, cp_["params"], compute_s),
+             **_offload_comm(c, hw, host_traffic, compute_s)}
     exposed = dict(zip(comms, comm.shared_overlap([t for t, _ in comms.values()],
                                                   [h for _, h in comms.values()], compute_s),
                        strict=True))
@@ -339,7 +378,8 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency) -
     bubble_s = _bubble_fraction(c) * busy
     sync_s = _step_sync_s(c)  # once per step: outside the pipeline's busy time
     overhead_s = overhead_s + sync_s
-    step = busy + sync_s + cp_["optimizer_s"] + mp["pp_comm_s"] + dp_s + bubble_s
+    offload_s = exposed["offload"]
+    step = busy + sync_s + cp_["optimizer_s"] + mp["pp_comm_s"] + dp_s + bubble_s + offload_s
     ok = np.isfinite(step) & (step > 0)
     step = np.where(ok, step, np.inf)
     tokens_per_s = np.where(ok, c.gb * c.seq / step, 0.0)
@@ -351,6 +391,7 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency) -
     return TimingBreakdown(
         compute_s=compute_s, memory_s=memory_s, overhead_s=overhead_s,
         optimizer_s=cp_["optimizer_s"], dp_comm_s=dp_s, bubble_s=bubble_s, **mp,
+        offload_s=offload_s,
         step_s=step, tokens_per_s=tokens_per_s,
         mfu=np.where(ok, fl.model * cp_.get("model_ratio", 1.0) * per_peak, 0.0),
         hfu=np.where(ok, fl.hardware(c.rc) * cp_.get("hw_ratio", 1.0) * per_peak, 0.0),

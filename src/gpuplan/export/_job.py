@@ -62,6 +62,12 @@ class Job:
     mfu: float | None
     memory_gib_per_gpu: float | None
     reproduce: str  # the `gpuplan estimate` line of the prediction (report.command)
+    # #11: HSDP shard group (0 = all dp ranks), offloaded parts, Megatron-LM recompute
+    # modules (recompute 'modules') and full recompute's every-k-th layer
+    shard_group: int = 0
+    offload_parts: tuple[str, ...] = ()
+    recompute_modules: tuple[str, ...] = ()
+    recompute_every: int = 1
 
     @property
     def grad_accum(self) -> int:
@@ -150,12 +156,18 @@ def job_of(record: dict[str, Any], source: dict[str, Any] | None = None) -> Job:
         global_batch=_int(rec, "global_batch"), seq_len=_int(rec, "seq_len"),
         recompute=str(rec.get("recompute") or "none"),
         precision=str(rec.get("precision") or "bf16"),
-        sp=bool(rec.get("sp", tp > 1)) and tp > 1, offload=bool(rec.get("offload", False)),
+        sp=bool(rec.get("sp", tp > 1)) and tp > 1,
+        offload=bool(rec.get("offload", False) or rec.get("offload_parts")),
         architecture=arch, offer=offer, system=str(system),
         pricing=str(rec.get("pricing") or ""), tokens=rec.get("tokens"),
         step_time_s=rec.get("step_time_s"), days=rec.get("time_to_train_days"),
         cost_usd=rec.get("cost_usd"), mfu=rec.get("mfu"),
         memory_gib_per_gpu=rec.get("memory_gib_per_gpu"),
+        shard_group=_int(rec, "shard_group", 0),
+        offload_parts=tuple(rec.get("offload_parts") or
+                            (("optimizer",) if rec.get("offload") else ())),
+        recompute_modules=tuple(rec.get("recompute_modules") or ()),
+        recompute_every=_int(rec, "recompute_every", 1),
         reproduce=str(rec.get("reproduce") or estimate_command(
             {**rec, "offer": offer.id if offer else None, "system": system},
             catalog=tuple((source or {}).get("catalog", ())))))

@@ -23,10 +23,21 @@ def config(job: Job) -> tuple[dict[str, Any], list[str]]:
     notes: list[str] = []
     zero: dict[str, Any] = {"stage": job.zero, "overlap_comm": True,
                             "contiguous_gradients": True}
-    if job.offload:
+    parts = job.offload_parts
+    if "optimizer" in parts or "grads" in parts:  # ZeRO-Offload moves gradients with it
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
         if job.zero == 0:
             notes.append("optimizer offload needs ZeRO stage 1 or more")
+    if "params" in parts:  # ZeRO-Infinity (stage 3 only)
+        zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+    if "activations" in parts:
+        notes.append("activation offload: set activation_checkpointing.cpu_checkpointing "
+                     "(DeepSpeed moves the checkpointed activations to the CPU)")
+    if job.shard_group:
+        zero["zero_hpz_partition_size"] = job.shard_group
+        notes.append(f"HSDP shard group {job.shard_group}: ZeRO++ hpZ keeps a secondary "
+                     f"parameter partition in groups of {job.shard_group} "
+                     "(zero_hpz_partition_size); optimizer state stays fully sharded")
     cfg: dict[str, Any] = {
         "train_batch_size": job.global_batch,
         "train_micro_batch_size_per_gpu": job.micro_batch,
@@ -44,7 +55,7 @@ def config(job: Job) -> tuple[dict[str, Any], list[str]]:
     if job.recompute != "none":
         cfg["activation_checkpointing"] = {
             "partition_activations": job.tp > 1, "contiguous_memory_optimization": False,
-            "cpu_checkpointing": False}
+            "cpu_checkpointing": "activations" in job.offload_parts}
         if job.recompute == "selective":
             notes.append("selective recompute is chosen in the model code; the config's "
                          "activation_checkpointing applies where the model calls "

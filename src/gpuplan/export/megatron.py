@@ -113,8 +113,16 @@ def _parallel_args(job: Job) -> tuple[list[tuple[str, Any]], list[str]]:
     elif job.zero == 3:
         args += [("--use-megatron-fsdp", None),
                  ("--data-parallel-sharding-strategy", "optim_grads_params")]
-    if job.offload:
+    if "optimizer" in job.offload_parts:
         args.append(("--optimizer-cpu-offload", None))
+    if "activations" in job.offload_parts:
+        args += [("--cpu-offloading", None), ("--cpu-offloading-activations", None)]
+    if {"params", "grads"} & set(job.offload_parts):
+        notes.append("Megatron-LM cannot offload parameters or gradients: use FSDP CPU "
+                     "offload or DeepSpeed ZeRO-Infinity for this plan")
+    if job.shard_group:
+        args.append(("--num-distributed-optimizer-instances", job.dp // max(
+            job.shard_group // job.cp, 1)))
         if job.zero == 0:
             notes.append("--optimizer-cpu-offload needs the distributed optimizer: add "
                          "--use-distributed-optimizer")
@@ -128,11 +136,21 @@ def _train_args(job: Job) -> tuple[list[tuple[str, Any]], list[str]]:
     if job.tokens:
         args.append(("--train-samples", math.ceil(job.tokens / job.seq_len)))
     notes = []
-    if job.recompute == "selective":
-        args += [("--recompute-granularity", "selective"), ("--recompute-modules", "core_attn")]
+    if job.recompute in ("selective", "modules"):
+        mods = tuple(job.recompute_modules) or ("core_attn",)
+        args += [("--recompute-granularity", "selective"), ("--recompute-modules", mods)]
+    elif job.recompute == "full" and job.recompute_every > 1:
+        per_stage = (job.model.layers // (job.pp * job.vpp)) if job.model else 0
+        args += [("--recompute-granularity", "full"), ("--recompute-method", "block"),
+                 ("--recompute-num-layers", max(per_stage // job.recompute_every, 1))]
     elif job.recompute == "full":
         args += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
                  ("--recompute-num-layers", 1)]
+    elif job.recompute == "op":
+        notes.append("per-op selective recompute (torchtitan op) has no Megatron-LM form: "
+                     "--recompute-modules core_attn mlp is the nearest")
+        args += [("--recompute-granularity", "selective"),
+                 ("--recompute-modules", ("core_attn", "mlp"))]
     if job.precision in ("bf16", "fp8"):
         args.append(("--bf16", None))
     elif job.precision == "fp16":
@@ -160,7 +178,9 @@ def bash_array(name: str, args: list[tuple[str, Any]]) -> str:
     lines = [f"{name}=("]
     for flag, value in args:
         text = flag if value is None else f"{flag} {value}"
-        if value is not None and any(c in str(value) for c in "()*[]+ "):
+        if isinstance(value, tuple):  # an nargs='*' flag: one word per value
+            text = " ".join([flag, *map(str, value)])
+        elif value is not None and any(c in str(value) for c in "()*[]+ "):
             text = f"{flag} '{value}'"
         lines.append(f"    {text}")
     lines.append(")")

@@ -51,9 +51,10 @@ def _model(job: Job, notes: list[str]) -> dict[str, Any]:
 
 def _parallelism(job: Job, notes: list[str]) -> dict[str, Any]:
     shard = job.zero > 0
-    par: dict[str, Any] = {
-        "data_parallel_replicate_degree": 1 if shard else job.dp,
-        "data_parallel_shard_degree": job.dp if shard else 1,
+    group = max(job.shard_group // job.cp, 1) if job.shard_group and shard else job.dp
+    par: dict[str, Any] = {  # HSDP: shard inside the group, replicate across the groups
+        "data_parallel_replicate_degree": job.dp // group if shard else job.dp,
+        "data_parallel_shard_degree": group if shard else 1,
         "fsdp_reshard_after_forward": "default" if job.zero == 3 else "never",
         "tensor_parallel_degree": job.tp,
         "enable_async_tensor_parallel": False,
@@ -82,24 +83,41 @@ def _training(job: Job, notes: list[str]) -> dict[str, Any]:
         "steps": job.steps or 1000,
         "mixed_precision_param": "float32" if job.precision == "fp32" else "bfloat16",
         "mixed_precision_reduce": "float32",
-        "enable_cpu_offload": job.offload,
+        "enable_cpu_offload": bool({"params", "grads"} & set(job.offload_parts)),
         "dataset": "c4",
     }
     if job.precision == "fp16":
         notes.append("torchtitan trains in bf16 or fp32, not fp16: bf16 is written")
-    if job.offload:
-        notes.append("enable_cpu_offload moves FSDP parameters and gradients to the CPU too, "
-                     "more than the plan's optimizer-only offload")
+    parts = set(job.offload_parts)
+    if parts and not {"params", "grads"} & parts:
+        notes.append("torchtitan's enable_cpu_offload moves FSDP parameters, gradients and the "
+                     "optimizer step to the CPU; the plan offloads the optimizer alone, so it "
+                     "is left off")
+    if "activations" in parts:
+        notes.append("activation offload has no torchtitan option: wrap the layers in "
+                     "torch.autograd.graph.save_on_cpu")
     if not job.steps:
         notes.append("no token count in the record: steps = 1000 is a placeholder")
     return train
 
 
+def _activation_checkpoint(job: Job, notes: list[str]) -> dict[str, Any]:
+    """[activation_checkpoint]: full; full every k-th layer = selective with option "k";
+    op = selective "op"; Megatron-LM's selective modes have no torchtitan form."""
+    if job.recompute == "full" and job.recompute_every > 1:
+        return {"mode": "selective", "selective_ac_option": str(job.recompute_every)}
+    if job.recompute in ("none", "full"):
+        return {"mode": job.recompute, "selective_ac_option": "op"}
+    if job.recompute != "op":
+        notes.append(f"recompute {job.recompute} (Megatron-LM modules) has no torchtitan form: "
+                     "per-op selective checkpointing (op) is written, which saves less")
+    return {"mode": "selective", "selective_ac_option": "op"}
+
+
 def render(record: dict[str, Any], *, source: dict[str, Any]) -> str:
     job = job_of(record, source)
     notes: list[str] = []
-    ac_mode = {"none": "none", "selective": "selective", "full": "full"}.get(job.recompute,
-                                                                           "selective")
+    ac = _activation_checkpoint(job, notes)
     tables = [
         toml_table("job", {"dump_folder": "./outputs",
                            "description": f"{job.model_id} planned by gpuplan"}),
@@ -107,7 +125,7 @@ def render(record: dict[str, Any], *, source: dict[str, Any]) -> str:
         toml_table("optimizer", {"name": "AdamW", "lr": 1.5e-4, "eps": 1e-8}),
         toml_table("training", _training(job, notes)),
         toml_table("parallelism", _parallelism(job, notes)),
-        toml_table("activation_checkpoint", {"mode": ac_mode, "selective_ac_option": "op"}),
+        toml_table("activation_checkpoint", ac),
     ]
     if job.precision == "fp8":
         fsdp8 = job.zero > 0

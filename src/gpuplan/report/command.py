@@ -78,8 +78,16 @@ def estimate_args(rec: Mapping[str, Any], *, model: Mapping[str, Any] | None = N
                global_batch=rec["global_batch"], seq_len=rec["seq_len"],
                precision=rec.get("precision") or "bf16",
                recompute=rec.get("recompute") or "none")
-    if rec.get("offload"):
+    if rec.get("offload_parts"):
+        out["offload"] = ",".join(rec["offload_parts"])
+    elif rec.get("offload"):
         out["offload"] = True
+    if rec.get("shard_group"):
+        out["shard_group"] = rec["shard_group"]
+    if rec.get("recompute_modules"):
+        out["recompute_modules"] = ",".join(rec["recompute_modules"])
+    if (rec.get("recompute_every") or 1) > 1:
+        out["recompute_every"] = rec["recompute_every"]
     if rec.get("tokens"):
         out["tokens"] = number(rec["tokens"])
     if rec.get("offer"):

@@ -29,13 +29,25 @@ def _header(r: Estimate) -> list[str]:
         + (f", {r.active_params / 1e9:.1f}B active" if r.active_params != r.params else "")
         + f") on {r.gpus} x {r.gpu} ({r.platform}, {r.gpus_per_node} per node)",
         f"layout: tp {lay.tp}  pp {lay.pp}" + (f" (x{lay.vpp} interleaved)" if lay.vpp > 1 else "")
-        + f"  cp {lay.cp}  ep {lay.ep}  dp {lay.dp}  zero {lay.zero}  "
+        + f"  cp {lay.cp}  ep {lay.ep}  dp {lay.dp}  zero {lay.zero}"
+        + (f" (shard group {lay.shard_group})" if lay.shard_group else "") + "  "
         f"micro-batch {lay.micro_batch}  global batch {lay.global_batch} x "
         f"{lay.seq_len} tokens ({lay.microbatches} micro-batches)",
-        f"        {lay.precision}  {lay.optimizer}  recompute {lay.recompute}  "
+        f"        {lay.precision}  {lay.optimizer}  recompute {lay.recompute}"
+        + (f" ({','.join(lay.recompute_modules)})" if lay.recompute_modules else "")
+        + (f" every {lay.recompute_every} layers" if lay.recompute_every > 1 else "") + "  "
         f"SP {'on' if lay.sp else 'off'}  flash attention {'on' if lay.flash else 'off'}"
-        + ("  optimizer offloaded to CPU" if lay.offload else "") + f"  stack {lay.stack}",
+        + _offloaded(lay) + f"  stack {lay.stack}",
     ]
+
+
+def _offloaded(lay: Any) -> str:
+    parts = tuple(getattr(lay, "offload_parts", ())) or (("optimizer",) if lay.offload else ())
+    if not parts:
+        return ""
+    if parts == ("optimizer",):
+        return "  optimizer offloaded to CPU"
+    return f"  offloaded to CPU: {', '.join(parts)}"
 
 
 MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "other", "total")

@@ -25,6 +25,10 @@ def _layout(p: PlanRow) -> str:
     if p.ep > 1:
         parts.append(f"ep{p.ep}")
     parts += [f"z{p.zero}", f"mb{p.micro_batch}"]
+    if getattr(p, "shard_group", 0):
+        parts.append(f"hsdp{p.shard_group}")
+    if getattr(p, "offload_parts", ()):
+        parts.append("off:" + "+".join(x[:3] for x in p.offload_parts))
     return " ".join(parts)
 
 

@@ -61,7 +61,7 @@ def _scenario_json(a: ScenarioAnswer) -> dict[str, Any]:
     out.update({
         "model": a.model, "params": a.params, "tokens": a.tokens, "feasible": p.feasible,
         "reason": reason(p.reason), "run": {**jsonable(p), "reason": reason(p.reason)},
-        "model_state_fits": p.reason != "out_of_memory",
+        "model_state_fits": p.reason not in ("out_of_memory", "host_memory_exceeded"),
         "cluster_memory_bytes": a.cluster_memory_bytes,
         "peak_flops_total_by_precision": dict(a.peak_flops_total_by_precision),
         "cloud_runs": [{**jsonable(c), "reason": reason(c.reason)} for c in a.cloud],

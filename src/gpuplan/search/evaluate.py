@@ -162,18 +162,20 @@ def memory_per_gpu(model: ModelSpec, layout: Layout, site: Site) -> Any:
                                        stacks=site.stack_buffers)
 
 
-def time_per_step(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency) -> Any:
+def time_per_step(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency,
+                  host_traffic: Any = 0.0) -> Any:
     """The step-time breakdown. Infeasible corners (a zero-bandwidth network, an unsupported
-    precision) come out as inf or nan and are masked by the caller; they are not errors."""
+    precision) come out as inf or nan and are masked by the caller; they are not errors.
+    `host_traffic`: the memory breakdown's offload bytes per step (0 without offload)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return timing.step_time(model, layout, hw, eff)
+        return timing.step_time(model, layout, hw, eff, host_traffic)
 
 
 def physics(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency,
             site: Site) -> Physics:
     mem = memory_per_gpu(model, layout, site)
     headroom = np.asarray(hw.memory_bytes) - mem.total
-    return Physics(memory=mem, timing=time_per_step(model, layout, hw, eff),
+    return Physics(memory=mem, timing=time_per_step(model, layout, hw, eff, mem.host_traffic),
                    fits=headroom >= 0, headroom_bytes=headroom)
 
 

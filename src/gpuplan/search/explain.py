@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..spec import PRECISIONS, RECOMPUTE, STACKS
+from ..spec import PRECISIONS, RECOMPUTE, STACKS, offload_names
 from ..units import GiB
 from . import feasibility as fz
 from .pareto import pareto_front
@@ -66,6 +66,8 @@ def plan_row(rows: Rows, i: int, meta: list[PriceRow], req: Request) -> PlanRow:
         cash_up_front_usd=float(rows["capex_usd"][i]) if plat.acquisition == "own" else 0.0,
         export_cn=acc.export_cn, vendor=acc.vendor, efficiency_is_guess=bool(rows["guess"][i]),
         stack=STACKS[int(rows["stack"][i])] if "stack" in rows else STACKS[0],
+        shard_group=int(rows["shard_group"][i]) if "shard_group" in rows else 0,
+        offload_parts=offload_names(int(rows["offload"][i])) if "offload" in rows else (),
         **_spot_spread(price), **_ranges(rows, i))
 
 

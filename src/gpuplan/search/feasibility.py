@@ -24,13 +24,19 @@ INTERLEAVE = "interleave_microbatches"  # vpp > 1: micro-batches per step not a 
 FP8_MISSING = "fp8_unsupported"
 CONSUMER = "consumer_beyond_one_node"
 OOM = "out_of_memory"
+HOST_MEMORY = "host_memory_exceeded"  # offloaded state above the node's RAM per GPU (#11)
 NO_LINK = "no_link"
 OFFER_CAP = "offer_cap"
 NO_GOODPUT = "no_goodput"
 DEADLINE = "misses_deadline"
 BUDGET = "over_budget"
-ORDER = (DIVIDE, TP_DOMAIN, LAYOUT, INTERLEAVE, FP8_MISSING, CONSUMER, OOM, NO_LINK, OFFER_CAP,
-         NO_GOODPUT, DEADLINE, BUDGET)
+# plan's layout variants (search/variants.py): a copy whose twin fits on the GPU
+OP_UNNEEDED = "op_recompute_unneeded"
+OFFLOAD_UNNEEDED = "offload_unneeded"
+HSDP_UNNEEDED = "hsdp_unneeded"  # its twin's data-parallel traffic is already all hidden
+ORDER = (DIVIDE, TP_DOMAIN, LAYOUT, INTERLEAVE, FP8_MISSING, CONSUMER, OP_UNNEEDED,
+         OFFLOAD_UNNEEDED, OOM, HOST_MEMORY, HSDP_UNNEEDED, NO_LINK, OFFER_CAP, NO_GOODPUT,
+         DEADLINE, BUDGET)
 
 # Advisory (estimate text and plan notes; never an exclusion).
 SMALL_MICRO_BATCH = "micro_batch_too_small"
@@ -60,6 +66,13 @@ def hardware_checks(*, tp: Any, precision: Any, gpus: Any, platform: Platform,
 
 def memory_check(memory_bytes: Any, capacity_bytes: float) -> Check:
     return Check(code=OOM, bad=~(np.asarray(memory_bytes) <= capacity_bytes))
+
+
+def host_memory_check(offloaded_bytes: Any, host_bytes: float) -> Check:
+    """Offloaded state fits in the node's host memory per GPU (unknown RAM: nothing may be
+    offloaded)."""
+    off = np.asarray(offloaded_bytes, dtype=float)
+    return Check(code=HOST_MEMORY, bad=(off > 0) & ~(off <= host_bytes))
 
 
 def runs_check(step_s: Any, tokens_per_s: Any) -> Check:
@@ -101,7 +114,8 @@ BOTTLENECK_PARTS = (("compute", ("compute_s",)), ("fixed overhead", ("overhead_s
                     ("memory bandwidth", ("memory_s", "optimizer_s")),
                     ("TP comm", ("tp_comm_s",)), ("DP comm", ("dp_comm_s",)),
                     ("PP bubble", ("bubble_s",)), ("PP comm", ("pp_comm_s",)),
-                    ("CP comm", ("cp_comm_s",)), ("EP comm", ("ep_comm_s",)))
+                    ("CP comm", ("cp_comm_s",)), ("EP comm", ("ep_comm_s",)),
+                    ("host offload", ("offload_s",)))
 BOTTLENECKS = tuple(name for name, _ in BOTTLENECK_PARTS)
 
 

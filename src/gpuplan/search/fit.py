@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..estimators.memory import memory_breakdown
-from ..spec import RECOMPUTE, Layout, ModelSpec
+from ..spec import R_FULL, RECOMPUTE, Layout, ModelSpec
 from ..units import GiB
 from .results import FitOption
 
@@ -30,7 +30,7 @@ MAX_GPUS = 65536  # largest cluster the "more GPUs" search considers
 def _variants(model: ModelSpec, base: dict[str, Any], gpus: int) -> list[tuple[str, str, dict]]:
     """(knob, flag text, field overrides), in order from least to most disruptive."""
     out: list[tuple[str, str, dict]] = []
-    for r in range(int(base["recompute"]) + 1, len(RECOMPUTE)):
+    for r in range(int(base["recompute"]) + 1, R_FULL + 1):  # the modes after full are finer
         out.append(("recompute", f"--recompute {RECOMPUTE[r]}", {"recompute": r}))
     for z in range(int(base["zero"]) + 1, 4):
         out.append(("zero", f"--zero {z}", {"zero": z}))
@@ -51,8 +51,8 @@ def _variants(model: ModelSpec, base: dict[str, Any], gpus: int) -> list[tuple[s
     counts = [n for n in range(8 * (gpus // 8 + 1), MAX_GPUS + 1, 8) if n % per_replica == 0]
     for n in counts:
         out.append(("gpus", f"{n}", {"zero": 3, "dp": n // per_replica}))
-    if int(base["recompute"]) < len(RECOMPUTE) - 1:  # last resort: both, then more GPUs
-        full = len(RECOMPUTE) - 1
+    if int(base["recompute"]) != R_FULL:  # last resort: both, then more GPUs
+        full = R_FULL
         for n in counts:
             out.append(("gpus+full", f"{n}", {"zero": 3, "dp": n // per_replica,
                                                "recompute": full}))

@@ -62,6 +62,15 @@ def check_precision(acc: Accelerator, precision: str) -> int:
     return code
 
 
+def host_memory_per_gpu(cat: Catalog, acc: Accelerator, plat: Platform) -> float:
+    """Host RAM per GPU of the platform's system (for a cloud offer or the default node: the
+    catalog's first system of this accelerator); nan when the catalog has no ram_gib."""
+    system = plat.system or default_system(cat, acc)
+    if system is None or not system.ram_bytes > 0:
+        return float("nan")
+    return system.ram_bytes / system.gpus_per_node
+
+
 def hardware_table(cat: Catalog, rows: list[tuple[Accelerator | str,
                                                   System | Offer | Platform | None]]
                    ) -> Hardware:
@@ -73,7 +82,7 @@ def hardware_table(cat: Catalog, rows: list[tuple[Accelerator | str,
     cols: dict[str, list[Any]] = {k: [] for k in (
         "memory_bytes", "memory_bandwidth_bytes_per_s", "peak", "scale_up_bytes_per_s",
         "scale_up_latency_s", "scale_up_domain", "scale_out_bytes_per_s", "scale_out_latency_s",
-        "gpus_per_node", "tdp_watts", "family")}
+        "gpus_per_node", "tdp_watts", "family", "host_memory_bytes", "host_bytes_per_s")}
     for accelerator, platform in rows:
         acc = _accelerator(cat, accelerator)
         plat = platform_of(cat, acc, platform)
@@ -89,6 +98,9 @@ def hardware_table(cat: Catalog, rows: list[tuple[Accelerator | str,
         cols["gpus_per_node"].append(plat.gpus_per_node)
         cols["tdp_watts"].append(acc.tdp_watts)
         cols["family"].append(acc.family)
+        cols["host_memory_bytes"].append(host_memory_per_gpu(cat, acc, plat))
+        host = cat.fabrics.get(acc.host_interface)
+        cols["host_bytes_per_s"].append(host.bytes_per_s_per_direction if host else np.nan)
     peak = np.array(cols.pop("peak"), dtype=float).reshape(len(rows), len(PRECISIONS))
     family = np.array(cols.pop("family"), dtype=object)
     arrays = {k: np.array(v, dtype=float) for k, v in cols.items()}

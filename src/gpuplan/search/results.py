@@ -54,12 +54,18 @@ class LayoutInfo:
     optimizer: str
     sp: bool
     flash: bool
-    offload: bool
+    offload: bool  # anything offloaded to host memory
     stack: str = "megatron"  # a name of spec.STACKS
     # decoder layers given for the first / last pipeline stage (0 = the default split,
     # `estimators.shapes.stage_layers`)
     first_stage_layers: int = 0
     last_stage_layers: int = 0
+    # #11: HSDP shard group (0 = all data-parallel ranks), the offloaded parts, the Megatron-LM
+    # modules of recompute 'modules', and full recompute's every-k-th layer
+    shard_group: int = 0
+    offload_parts: tuple[str, ...] = ()
+    recompute_modules: tuple[str, ...] = ()
+    recompute_every: int = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,6 +199,9 @@ class PlanRow:
     cost_usd_p10: float | None = None
     cost_usd_p90: float | None = None
     vpp: int = 1  # interleaved pipeline chunks per rank
+    # #11: HSDP shard group (0 = all data-parallel ranks) and the parts offloaded to the host
+    shard_group: int = 0
+    offload_parts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

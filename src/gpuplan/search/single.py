@@ -13,7 +13,18 @@ from ..errors import ConfigError
 from ..estimators import buffers as bufm
 from ..estimators import cost as costm
 from ..estimators.timing import TIMING_PARTS
-from ..spec import OPTIMIZERS, PRECISIONS, RECOMPUTE, STACKS, Accelerator, Layout, ModelSpec
+from ..spec import (
+    OPTIMIZERS,
+    PRECISIONS,
+    R_MODULES,
+    RECOMPUTE,
+    STACKS,
+    Accelerator,
+    Layout,
+    ModelSpec,
+    module_names,
+    offload_names,
+)
 from ..units import GiB
 from . import feasibility as fz
 from .evaluate import Site, outcome, own_cost, physics, site_from_catalog
@@ -133,7 +144,11 @@ def _layout_info(layout: Layout) -> LayoutInfo:
         optimizer=OPTIMIZERS[int(v["optimizer"])], sp=bool(v["sp"]) and int(v["tp"]) > 1,
         flash=bool(v["flash"]), offload=bool(v["offload"]), stack=STACKS[int(v["stack"])],
         first_stage_layers=int(v["first_stage_layers"]),
-        last_stage_layers=int(v["last_stage_layers"]))
+        last_stage_layers=int(v["last_stage_layers"]),
+        shard_group=int(v["shard_group"]), offload_parts=offload_names(int(v["offload"])),
+        recompute_modules=(module_names(int(v["recompute_modules"]))
+                           if int(v["recompute"]) == R_MODULES else ()),
+        recompute_every=int(v["recompute_every"]))
 
 
 def _warnings(plat: Platform, layout: Layout, gpus: int, memory_bytes: Any, capacity_bytes: float,
@@ -147,6 +162,21 @@ def _warnings(plat: Platform, layout: Layout, gpus: int, memory_bytes: Any, capa
                                  scale_up_domain=plat.scale_up_domain, max_gpus=plat.max_gpus,
                                  tp=int(np.asarray(layout.tp).item()))
                  for c in fz.broken(checks))
+
+
+def check_host_memory(offloaded_bytes: float, host_bytes: float, plat: Platform) -> None:
+    """Offload needs the node's host memory: one clear line when the catalog has none for the
+    platform, or when the offloaded state needs more than its RAM per GPU."""
+    if offloaded_bytes <= 0:
+        return
+    if not host_bytes > 0:
+        raise ConfigError(f"--offload needs host memory, and the catalog has no ram_gib for "
+                          f"{plat.id}; give --system with one (see `gpuplan catalog systems`) "
+                          f"or add ram_gib in a --catalog overlay")
+    if offloaded_bytes > host_bytes:
+        raise ConfigError(f"--offload needs {offloaded_bytes / GiB:,.0f} GiB of host memory per "
+                          f"GPU, but {plat.id} has {host_bytes / GiB:,.0f} GiB per GPU; offload "
+                          f"less, shard more (--zero, --shard-group) or use more GPUs")
 
 
 def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *, gpus: int,
@@ -166,6 +196,7 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
     iv = interval(cat, gpu.family, stack, bool(np.asarray(eff.guess).reshape(-1)[0]))
     ph = physics(model, layout, hw, eff, site)
     mem, t = ph.memory, ph.timing
+    check_host_memory(first(mem.offloaded), float(np.asarray(hw.host_memory_bytes)[0]), plat)
     cap = float(hw.memory_bytes[0])
     fits = bool(np.asarray(ph.fits).reshape(-1)[0])
     step = first(t.step_s)
@@ -176,7 +207,8 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
         layout=_layout_info(layout),
         memory_gib=MemoryGiB(**{k: first(v) / GiB for k, v in mem.summary().items()}),
         memory_detail_gib=tuple((k, first(getattr(mem, k)) / GiB) for k in
-                                mem.__dataclass_fields__ if k not in TUNED_FIELDS),
+                                mem.__dataclass_fields__
+                                if k not in TUNED_FIELDS and k != "host_traffic"),
         gpu_memory_gib=cap / GiB, headroom_gib=first(ph.headroom_bytes) / GiB, fits=fits,
         suggestions=() if fits else fit_options(
             model, layout, cap, gpus, runtime_overhead_bytes=site.runtime_overhead_bytes,
