@@ -34,19 +34,15 @@ def test_cli_text_names_the_count(capsys):
     assert "runs that ran but are predicted not to fit:" in capsys.readouterr().out
 
 
-@pytest.mark.xfail(strict=True, reason="issue #11 target median |error| <= 8%: 67.0% today "
-                   "(torchtitan's per-op selective checkpointing and fp32 loss not modelled)")
+@pytest.mark.xfail(strict=True, reason="issue #11 target median |error| <= 8%: 12.4% today "
+                   "(Llama 3 405B PP8 rows predicted 50-71% low, H200 8B rows 37% high)")
 def test_memory_median_error_target(results):
     assert memory_summary(results)["median_abs_error_pct"] <= 8.0
 
 
-@pytest.mark.xfail(strict=True, reason="issue #11 target: no run that ran predicted not to "
-                   "fit; 6 today (torchtitan 8B FSDP, selective = per-op SAC)")
 def test_no_run_that_ran_predicted_not_to_fit(results):
     assert memory_summary(results)["ran_but_predicted_not_to_fit"] == []
 
 
-@pytest.mark.xfail(strict=True, reason="6 Llama 3 405B PP8 runs refused until uneven "
-                   "pipeline stages land (g1, #11)")
 def test_no_run_refused(results):
     assert memory_summary(results)["refused"] == []

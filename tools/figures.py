@@ -1,0 +1,81 @@
+"""Rewrite the validation figures quoted in docs/calibration.md (the table between the
+validate-figures markers) and README.md (the out-of-sample sentence) from what
+`gpuplan validate --json` and `gpuplan validate --cross-validate --json` compute.
+
+    python tools/figures.py          # rewrite both files
+    python tools/figures.py --check  # exit 1 if either quotes other figures
+
+tests/test_calibration_figures.py checks the same figures; this script only saves the typing.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from gpuplan.catalog import load_catalog
+from gpuplan.report.fmt import pct
+from gpuplan.report.validation import to_json
+from gpuplan.validation import cross_validate, validate_runs
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def figures() -> dict[str, tuple[str, int, str, str]]:
+    cat = load_catalog()
+    out = {}
+    for mode, data in (("catalog constants", to_json(validate_runs(cat))),
+                       ("leave-one-source-out", to_json(cross_validate(cat),
+                                                        cross_validated=True))):
+        for key, what in (("fit_rows", "fit runs"), ("holdout", "hold-out runs"),
+                          (None, "all known runs")):
+            s = data[key] if key else data
+            word = {"in": "in-sample", "out": "out-of-sample", "mixed": "mixed"}[s["sample"]]
+            out[f"{what}, {mode}"] = (word, s["n"], pct(s["median_abs_error_pct"]),
+                                      pct(s["worst_abs_error_pct"]))
+    return out
+
+
+def doc_table(f: dict[str, tuple[str, int, str, str]]) -> str:
+    rows = ["| figure | sample | runs | median abs error | worst |", "|---|---|---|---|---|"]
+    order = [f"{w}, {m}" for m in ("catalog constants", "leave-one-source-out")
+             for w in ("fit runs", "hold-out runs", "all known runs")]
+    rows += [f"| {k} | {f[k][0]} | {f[k][1]} | {f[k][2]} | {f[k][3]} |" for k in order]
+    return "\n".join(rows) + "\n"
+
+
+def readme_sentence(f: dict[str, tuple[str, int, str, str]]) -> str:
+    held, loso = f["hold-out runs, catalog constants"], f["all known runs, leave-one-source-out"]
+    fit = f["fit runs, catalog constants"]
+    return (f"out of sample, the median |error| is {held[2]} over the {held[1]} hold-out runs "
+            f"(worst {held[3]}) and {loso[2]} under leave-one-source-out cross-validation over "
+            f"all {loso[1]} known runs (worst {loso[3]}); in-sample, over the {fit[1]} fit runs, "
+            f"{fit[2]} (worst {fit[3]})")
+
+
+def main() -> int:
+    f = figures()
+    doc = ROOT / "docs" / "calibration.md"
+    text = doc.read_text(encoding="utf-8")
+    start = text.index("<!-- validate-figures -->\n") + len("<!-- validate-figures -->\n")
+    end = text.index("<!-- /validate-figures -->")
+    new_doc = text[:start] + doc_table(f) + text[end:]
+    readme = ROOT / "README.md"
+    rtext = readme.read_text(encoding="utf-8")
+    pattern = re.compile(r"out of sample, the median \|error\| is .*?fit runs,\s+[\d.]+%\s+"
+                         r"\(worst [\d.]+%\)", re.S)
+    if not pattern.search(rtext):
+        raise SystemExit("README.md has no out-of-sample sentence to rewrite")
+    new_readme = pattern.sub(readme_sentence(f).replace("\\", "\\\\"), rtext, count=1)
+    if "--check" in sys.argv:
+        return int(new_doc != text or new_readme != rtext)
+    doc.write_text(new_doc, encoding="utf-8")
+    readme.write_text(new_readme, encoding="utf-8")
+    for k, v in f.items():
+        print(f"{k:45s} {v[0]:14s} {v[1]:4d} {v[2]:>7s} {v[3]:>8s}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
