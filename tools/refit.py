@@ -54,7 +54,7 @@ def main() -> int:
             if fam in families and p in families[fam]:
                 name, value = _fmt(p, float(families[fam][p]))
                 new = _set(new, f"efficiency.{fam}", name, value)
-    for group, params in STACK_PLAN:
+    for group, _params in STACK_PLAN:
         for p in ("matmul_scale", "fp8_ratio"):
             new = _set(new, f"stack.{group}", p, f"{float(stacks[group][p]):.2f}")
         fams = ", ".join(f'"{f}"' for f in stacks[group]["fitted_families"])
