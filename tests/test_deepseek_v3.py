@@ -8,17 +8,13 @@ parallelism, no TP (section 3.2), FP8 mixed precision (section 3.3), sequence le
 a batch of 15,360 sequences after a ramp over the first 469B tokens (section 4.2). We compare
 with 2.664M: our tokens are pre-training tokens.
 
-Layout stand-in: 61 layers do not split evenly over 16 stages, and uneven stages are another
-helper's change (issue #11). Under an uneven split the busiest stage holds ceil(61/16) = 4
-layers, which is what 16 even stages of a 64-layer model hold; the step time is set by the
-busiest stage, so the model is given 64 layers (the MFU figure would over-count by 64/61; GPU
-hours do not depend on it). The micro-batch is 1 (not stated; DualPipe's bidirectional
+The model is the preset's 61 layers over 16 stages, split by the default uneven rule
+(`estimators.shapes.stage_layers`: 3 / 4 x 14 / 2 with the embedding and the loss counted as
+layers); the step time is the slowest stage's. The micro-batch is 1 (not stated; DualPipe's bidirectional
 schedule feeds single sequences). The report's ramp is not modelled (15,360 throughout).
 """
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 import pytest
 
@@ -32,7 +28,7 @@ TOKENS = 14.8e12
 
 def _estimate(schedule: int):
     cat = load_catalog()
-    model = replace(cat.model("deepseek-v3"), layers=64)  # see the module docstring
+    model = cat.model("deepseek-v3")
     lay = Layout(tp=1, pp=16, dp=128, ep=64, zero=1, precision=FP8, seq_len=4096,
                  global_batch=15360, micro_batch=1, schedule=schedule)
     return single.estimate(cat, model, cat.accelerator("h800"), lay, gpus=2048, tokens=TOKENS,
