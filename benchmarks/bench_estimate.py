@@ -13,6 +13,8 @@ Prints microseconds per call, all measured in one run (so their ratios hold on a
   * `search.evaluate.physics` (the whole in-process memory + time physics of one
     configuration, what `gpuplan.estimate` runs: vectorized memory, scalar time),
   * the whole public `gpuplan.estimate()` call (catalog already loaded: memory, time, cost),
+    on the layout as given (ZeRO 0: it does not fit, so the call also searches the changes
+    that would make it fit, `search.fit.fit_options`) and with ZeRO-1 (it fits),
   * llm-analysis 0.2.2's `train()` on the same model and layout,
 and each figure's ratio to llm-analysis's. Issue #12's target: the single-configuration
 estimate beats llm-analysis's train() (~150 us on the project's machines).
@@ -130,9 +132,12 @@ def main() -> int:
              per_call_us(lambda: step_time_one(model, lay, hw, eff), args.n)),
             ("evaluate.physics (memory + time, one config)",
              per_call_us(lambda: physics(model, lay, hw, eff, site), max(args.n // 4, 50))),
-            ("gpuplan.estimate() (memory, time, cost)",
+            ("gpuplan.estimate() (does not fit: + fit search)",
              per_call_us(lambda: gpuplan.estimate(gpu=GPU, model=MODEL, catalog=cat, **LAYOUT),
-                         max(args.n // 20, 20)))]
+                         max(args.n // 50, 10))),
+            ("gpuplan.estimate() (zero 1: fits)",
+             per_call_us(lambda: gpuplan.estimate(gpu=GPU, model=MODEL, catalog=cat, zero=1,
+                                                  **LAYOUT), max(args.n // 20, 20)))]
     la: float | str | None = llm_analysis_in_process(model, max(args.n // 4, 100))
     where = "in process"
     if la is None:
