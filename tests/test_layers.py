@@ -22,7 +22,8 @@ LAYERS = {
     "cli": 6, "web": 6, "__main__": 6,
 }
 ESTIMATORS = {"memory": "memory", "cost": "cost", "compute": "time", "comm": "time",
-              "timing": "time", "timing_one": "time"}
+              "timing": "time", "timing_one": "time",
+              "shapes_one": "time"}
 
 
 def _layer(module: str) -> int:

@@ -11,9 +11,10 @@ import pytest
 
 from gpuplan.catalog import load_catalog
 from gpuplan.estimators.timing import TimingBreakdown, step_time
-from gpuplan.estimators.timing_one import step_time_one
+from gpuplan.estimators.timing_one import mirrors, step_time_one
 from gpuplan.search.hardware import efficiency_for, hardware_table
-from gpuplan.spec import Layout
+from gpuplan.spec import RECOMPUTE, Layout
+from gpuplan.workload import finetune_spec, with_finetune
 
 GPUS = ("h100-sxm", "a100-80gb", "gb200", "rtx-4090", "mi300x", "h800")
 MODELS = ("llama3-8b", "llama3-70b", "deepseek-v3", "qwen3-30b-a3b", "mixtral-8x7b")
@@ -24,24 +25,59 @@ def cat():
     return load_catalog()
 
 
+def _tuned(model, rng):
+    """A fine-tuned copy of `model` (LoRA, QLoRA or freeze), or the model itself."""
+    method = str(rng.choice(["full", "full", "lora", "qlora", "freeze"]))
+    if method == "full":
+        return model
+    if method == "freeze":
+        ft = replace(finetune_spec(model, method=method),
+                     trainable_layers=int(rng.integers(1, model.layers + 1)))
+    else:
+        ft = finetune_spec(model, method=method, lora_rank=int(rng.choice([8, 16, 64])),
+                           lora_targets=str(rng.choice(["attn", "mlp", "all"])))
+    return with_finetune(model, ft)
+
+
+def _stages(model, rng):
+    """(pp, vpp, first, last): even, uneven default (pp*vpp not dividing the layers) or
+    explicit first/last stage sizes."""
+    L = model.layers
+    pp = int(rng.choice([1, 2, 3, 4, 5, 8]))
+    vpp = int(rng.choice([1, 2, 3])) if pp > 1 else 1
+    if pp * vpp > L + 2:
+        vpp = 1
+    first = last = 0
+    if pp > 1 and rng.random() < 0.3:
+        first = int(rng.integers(0, L // pp + 2))
+        last = int(rng.integers(0, L // pp + 2))
+    return pp, vpp, first, last
+
+
 def _random_case(cat, rng):
-    model = cat.model(str(rng.choice([m for m in MODELS if m in cat.models])))
+    model = _tuned(cat.model(str(rng.choice([m for m in MODELS if m in cat.models]))), rng)
     hw = hardware_table(cat, [(str(rng.choice([g for g in GPUS if g in cat.accelerators])),
                                None)])
     if rng.random() < 0.3:
         hw = replace(hw, scale_out_bytes_per_s=hw.scale_out_bytes_per_s * rng.uniform(0.05, 2))
-    pp = int(rng.choice([d for d in (1, 2, 4, 8) if model.layers % d == 0]))
+    pp, vpp, first, last = _stages(model, rng)
     dp = int(rng.choice([1, 2, 8, 16, 64, 512]))
+    cp = int(rng.choice([1, 1, 2]))
     ep = int(rng.choice([e for e in (1, 2, 8, 16, 64) if dp % e == 0])) if model.is_moe else 1
     mb = int(rng.choice([1, 2, 4]))
-    lay = Layout(tp=int(rng.choice([1, 2, 4, 8, 16])), pp=pp, dp=dp, ep=ep,
-                 cp=int(rng.choice([1, 1, 2])), vpp=int(rng.choice([1, 2])),
+    rc = int(rng.integers(0, len(RECOMPUTE)))
+    lay = Layout(tp=int(rng.choice([1, 2, 4, 8, 16])), pp=pp, dp=dp, ep=ep, cp=cp, vpp=vpp,
                  zero=int(rng.integers(0, 4)), micro_batch=mb,
                  global_batch=dp * mb * int(rng.choice([1, 3, 8, 32])),
-                 seq_len=int(rng.choice([1024, 4096, 8192])), recompute=int(rng.integers(0, 3)),
+                 seq_len=int(rng.choice([1024, 4096, 8192])), recompute=rc,
                  precision=int(rng.integers(0, 4)), optimizer=int(rng.integers(0, 3)),
-                 schedule=int(rng.integers(0, 2)))
-    return model, lay, hw, efficiency_for(cat, hw.family)
+                 schedule=int(rng.integers(0, 2)), first_stage_layers=first,
+                 last_stage_layers=last,
+                 shard_group=int(rng.choice([0, 0, 2, 8, 16, 64])) if dp * cp > 1 else 0,
+                 recompute_modules=int(rng.integers(1, 32)),
+                 recompute_every=int(rng.choice([1, 2, 4])))
+    traffic = float(rng.choice([0.0, 0.0, 1e9, 4e10]))
+    return model, lay, hw, efficiency_for(cat, hw.family), traffic
 
 
 def _same(a, b) -> bool:
@@ -55,17 +91,34 @@ def _same(a, b) -> bool:
 
 def test_fast_path_equals_the_vectorized_model_on_random_configurations(cat):
     rng = np.random.default_rng(12)
-    for _ in range(300):
-        model, lay, hw, eff = _random_case(cat, rng)
+    for _ in range(600):
+        model, lay, hw, eff, traffic = _random_case(cat, rng)
+        assert mirrors(model, lay, hw, eff, traffic)
         with np.errstate(all="ignore"):
-            vec = step_time(model, lay, hw, eff)
-        one = step_time_one(model, lay, hw, eff)
+            vec = step_time(model, lay, hw, eff, traffic)
+        one = step_time_one(model, lay, hw, eff, traffic)
         for f in fields(TimingBreakdown):
             v, o = np.asarray(getattr(vec, f.name)).reshape(-1)[0], getattr(one, f.name)
             assert _same(o, v), (f.name, o, v, model.id, lay)
 
 
 def test_fast_path_returns_plain_python_numbers(cat):
-    model, lay, hw, eff = _random_case(cat, np.random.default_rng(1))
+    model, lay, hw, eff, _ = _random_case(cat, np.random.default_rng(1))
     one = step_time_one(model, lay, hw, eff)
     assert all(type(getattr(one, f.name)) in (float, int, bool) for f in fields(one))
+
+
+def test_a_grid_is_outside_the_predicate_and_goes_to_the_vectorized_model(cat):
+    """`mirrors` is False for more than one configuration; step_time_one then returns
+    timing.step_time's own (array) answer, never a different one."""
+    model, lay, hw, eff, traffic = _random_case(cat, np.random.default_rng(3))
+    grid = replace(lay, dp=np.array([lay.dp, 2 * lay.dp]),
+                   global_batch=np.array([lay.global_batch, 2 * lay.global_batch]))
+    assert mirrors(model, lay, hw, eff, traffic)
+    assert not mirrors(model, grid, hw, eff, traffic)
+    assert not mirrors(model, lay, hw, eff, np.array([0.0, 1e9]))
+    with np.errstate(all="ignore"):
+        vec = step_time(model, grid, hw, eff, traffic)
+    one = step_time_one(model, grid, hw, eff, traffic)
+    for f in fields(TimingBreakdown):
+        np.testing.assert_array_equal(getattr(one, f.name), getattr(vec, f.name))
