@@ -210,7 +210,8 @@ def test_bad_stage_sizes_are_one_clear_line(cat, kw, message):
 
 def test_plan_searches_uneven_pp_and_vpp_with_an_exact_tally(cat):
     """pp values that do not divide the layers and vpp > 1 are searched; every candidate of
-    the grid is either tallied under one reason or physically feasible (nothing lost)."""
+    the grid and every variant (HSDP, op recompute, offload copies of grid rows) is either
+    tallied under one reason or physically feasible (nothing lost, nothing counted twice)."""
     from gpuplan.search import plan as planmod
     from gpuplan.search.grid import model_axes
 
@@ -221,10 +222,15 @@ def test_plan_searches_uneven_pp_and_vpp_with_an_exact_tally(cat):
     assert 16 in axes.pp and 126 % 16 and axes.vpp == (1, 2, 4)
     plats = _h100_platforms(cat)
     tally = planmod.Tally()
-    table = planmod.layout_table(req, counts, axes)
+    smallest = min(p.accelerator.memory_bytes for p in plats)
+    table = planmod.layout_table(req, counts, axes, smallest)
     planmod.evaluate_group(req, cat, plats, counts, axes, tally, table)
-    assert sum(tally.total.values()) + tally.physically_feasible == counts.size * axes.size
+    variants = table.variant_count(counts)
+    assert set(np.unique(table.extra["kind"])) == {0, 1, 2}  # all three kinds are candidates
+    assert sum(tally.total.values()) + tally.physically_feasible == (
+        counts.size * axes.size + variants)
     assert tally.total["interleave_microbatches"] > 0
+    assert tally.total["op_recompute_unneeded"] + tally.total["offload_unneeded"] > 0
     assert ((table.g["pp"] == 16) & (table.g["vpp"] > 1)).any()
 
 

@@ -288,7 +288,9 @@ def _data_parallel_comm(c: _Ctx, params: Any, compute_s: Any) -> dict[str, tuple
     reduce, gather = comm.dp_sync_parts_s(params, c.dp, c.zero, n_in, c.up, c.a_up, c.out,
                                           c.a_out, buckets)
     gathers = comm.zero3_gather_s(params, c.dp, c.zero, c.m, n_in, c.up, c.a_up, c.out, c.a_out)
-    hsdp = c.sg > 0  # HSDP: sharded inside the shard group, replicated across the groups
+    # HSDP: sharded inside the shard group, replicated across the groups; a group of all
+    # dp*cp ranks is plain ZeRO (no replicas), so it takes the bucketed path above exactly
+    hsdp = (c.sg > 0) & (c.sg < c.dp * c.cp)
     if np.any(hsdp):  # its sync (reduce-scatter in the group + all-reduce across) as one part
         h_sync, h_gathers = _hsdp_comm(c, params)
         reduce = np.where(hsdp, h_sync, reduce)

@@ -5,7 +5,8 @@ group, the cartesian grid of counts and layouts as flat arrays, masked by the ru
 `feasibility` (structure, hardware, memory, a finite step) -- physics evaluated once per group;
 (3) every feasible physics row joined with every pricing row of every platform of its group
 (cost is cheap); (4) constraints, ranking, Pareto front and the structured explanations
-(`explain`). No Python loop per candidate.
+(`explain`). No Python loop per candidate. Beside the grid, the HSDP, per-op recompute and
+CPU offload copies of its rows (`variants`) are candidates too, checked and tallied alike.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -24,6 +26,7 @@ from ..estimators import memory
 from ..spec import PRECISIONS, RECOMPUTE, STACKS, Layout, ModelSpec
 from ..units import GiB
 from . import feasibility as fz
+from . import variants
 from .evaluate import Site, outcome, time_per_step
 from .explain import OBJECTIVES, finish
 from .grid import Axes, gpu_counts, model_axes, product
@@ -88,7 +91,8 @@ class Request:
 def _layout(g: dict[str, np.ndarray], req: Request) -> Layout:
     return Layout(tp=g["tp"], pp=g["pp"], dp=g["dp"], cp=g["cp"], ep=g["ep"], vpp=g["vpp"],
                   zero=g["zero"], micro_batch=g["micro_batch"], global_batch=req.global_batch,
-                  seq_len=req.seq_len, recompute=g["recompute"], precision=g["precision"])
+                  seq_len=req.seq_len, recompute=g["recompute"], precision=g["precision"],
+                  shard_group=g.get("shard_group", 0), offload=g.get("offload", 0))
 
 
 def _take(g: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
@@ -109,6 +113,13 @@ class LayoutTable:
     tp_values: np.ndarray  # the TP axis, indexing dropped's second dimension
     dropped: np.ndarray  # (blocks, tp values, 3): rows not divisible / not valid / no interleave
     memory_bytes: np.ndarray  # per GPU, per runnable row
+    # HSDP, op-recompute and offload copies of runnable rows (`variants.sized`): their fields,
+    # twin (a row of g) and kind, memory_bytes, offloaded, host_traffic; sorted by kind, count
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def variant_count(self, counts: np.ndarray) -> int:
+        """The variant candidates of these GPU counts (all kinds)."""
+        return int(np.isin(self.extra["gpus"], counts).sum()) if self.extra else 0
 
     def blocks(self, counts: np.ndarray) -> list[int]:
         return [self.position[int(c)] for c in counts]
@@ -124,8 +135,11 @@ class LayoutTable:
         return np.concatenate([np.arange(self.starts[b], self.starts[b + 1]) for b in blocks])
 
 
-def layout_table(req: Request, counts: np.ndarray, axes: Axes) -> LayoutTable:
-    """The runnable layouts of every GPU count (one loop step per count, arrays within)."""
+def layout_table(req: Request, counts: np.ndarray, axes: Axes,
+                 smallest_gpu_bytes: float = math.inf) -> LayoutTable:
+    """The runnable layouts of every GPU count (one loop step per count, arrays within), and
+    their variants (`variants.sized`; op recompute and offload only of rows that do not fit
+    in `smallest_gpu_bytes`, the smallest GPU memory of the search)."""
     counts = np.unique(np.asarray(counts, dtype=np.int64))
     tp_values = np.asarray(axes.tp, dtype=np.int64)
     dropped = np.zeros((len(counts), tp_values.size, 3), dtype=np.int64)
@@ -150,8 +164,11 @@ def layout_table(req: Request, counts: np.ndarray, axes: Axes) -> LayoutTable:
                 fragmentation=req.site.fragmentation, stacks=req.site.stack_buffers),
                 dtype=float)
     starts = np.concatenate(([0], np.cumsum([p["gpus"].size for p in parts], dtype=np.int64)))
+    extra = variants.sized(g, mem, smallest_gpu_bytes, lambda x: _layout(x, req), req.model,
+                           req.site)
+    g.update(variants.defaults(g["gpus"].size))
     return LayoutTable(g=g, starts=starts, position={int(c): i for i, c in enumerate(counts)},
-                       tp_values=tp_values, dropped=dropped, memory_bytes=mem)
+                       tp_values=tp_values, dropped=dropped, memory_bytes=mem, extra=extra)
 
 
 _ROW_KEYS = ("gpus", "tp", "pp", "vpp", "cp", "dp", "ep", "zero", "micro_batch", "recompute",
@@ -191,12 +208,13 @@ class Tally:
 def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np.ndarray,
                    axes: Axes, tally: Tally, table: LayoutTable | None = None
                    ) -> dict[str, np.ndarray]:
-    """Physics of one group over its grid; returns feasible rows (and tallies exclusions)."""
+    """Physics of one group over its grid and the grid's variants; returns the fastest
+    feasible row of each GPU count (and tallies every exclusion)."""
     p0 = plats[0]
     acc = p0.accelerator
     assert acc is not None
     if table is None:
-        table = layout_table(req, counts, axes)
+        table = layout_table(req, counts, axes, acc.memory_bytes)
     _tally_dropped(tally, acc.id, table, counts, p0.scale_up_domain)
     idx = table.rows(counts)
     tp, prec, gpus = (table.g[k][idx] for k in ("tp", "precision", "gpus"))
@@ -207,30 +225,70 @@ def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np
     rows = (np.arange(table.g["gpus"].size)[idx] if isinstance(idx, slice) else idx)[keep]
     g = {k: v[rows] for k, v in table.g.items()}
     g["memory_bytes"] = table.memory_bytes[rows]
-    if g["gpus"].size == 0:
-        return g
-    hw = hardware_table(cat, [(acc, p0)])
+    g["host_traffic"] = np.zeros(rows.size)
+    g["row"] = rows
+    kw = dict(plats=plats, cat=cat, tally=tally, keys=list(g), fitting=np.unique(g["gpus"]),
+              allow_consumer=req.filters.allow_consumer)
+    v = variants.candidates(table, counts, (1, 2), **kw)  # op recompute, offload
+    clock = _clock(req, cat, p0)
+    g = _timed(req, g, clock, acc.id, tally)
+    # HSDP copies only of rows whose data-parallel traffic is not all hidden: where it is,
+    # the shard group cannot make the step shorter (variants.py)
+    h = variants.candidates(table, counts, (0,), busy=g["row"][g["dp_exposed"] > 0], **kw)
+    # the fastest of each part at each count, then of those: the same as over the union
+    best = [fastest_per_count(_timed(req, x, clock, acc.id, tally)) for x in (v, h)
+            if x["gpus"].size]
+    g = fastest_per_count(g)
+    if best:
+        g = {k: np.concatenate([g[k], *(b[k] for b in best)]) for k in g}
+        g = fastest_per_count(_take(g, np.argsort(g["gpus"], kind="stable")))
+    for k in ("host_traffic", "row", "dp_exposed"):  # search-internal: not carried on
+        g.pop(k)
+    return g
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Clock:
+    """What times one group's rows: its hardware, stack, efficiency and interval."""
+
+    hw: Any
+    eff: Any
+    stack: int  # a code of spec.STACKS
+    quantiles: tuple[tuple[str, float], ...]  # (q10, q90, q_rank) step-time factors
+
+
+def _clock(req: Request, cat: Catalog, plat: Platform) -> _Clock:
+    acc = plat.accelerator
+    assert acc is not None
+    hw = hardware_table(cat, [(acc, plat)])
     stack = req.stack or best_stack(cat, acc.family)
     eff = efficiency_for(cat, hw.family, stack)
-    g["stack"] = np.full(g["gpus"].shape, STACKS.index(stack))
-    t = time_per_step(req.model, replace(_layout(g, req), stack=g["stack"]), hw, eff)
-    g["tokens_per_s"] = np.asarray(t.tokens_per_s, dtype=float)
-    g["step_s"] = np.asarray(t.step_s, dtype=float)
-    g["mfu"] = np.asarray(t.mfu, dtype=float)
-    g["bottleneck"] = np.asarray(fz.bottleneck(t))
-    g["small_mb"] = np.broadcast_to(fz.small_micro_batch(
-        overhead_s=t.overhead_s, compute_s=t.compute_s, matmul_efficiency=t.matmul_efficiency,
-        matmul_max=eff.matmul_max), g["step_s"].shape).copy()
-    g["guess"] = np.broadcast_to(np.asarray(eff.guess, dtype=bool), g["step_s"].shape).copy()
     iv = interval(cat, acc.family, stack, bool(np.asarray(eff.guess).reshape(-1)[0]))
-    for key, value in (("q10", iv.p10), ("q90", iv.p90),
-                       ("q_rank", at_confidence(iv, req.confidence))):
-        g[key] = np.full(g["step_s"].shape, value)
-    ok = tally.apply(acc.id, np.ones(g["step_s"].shape, dtype=bool),
-                     [fz.runs_check(g["step_s"], g["tokens_per_s"])])
-    g = _take(g, ok)
+    return _Clock(hw=hw, eff=eff, stack=STACKS.index(stack),
+                  quantiles=(("q10", iv.p10), ("q90", iv.p90),
+                             ("q_rank", at_confidence(iv, req.confidence))))
+
+
+def _timed(req: Request, g: dict[str, np.ndarray], clock: _Clock, gpu: str,
+           tally: Tally) -> dict[str, np.ndarray]:
+    """The step time of rows g and what the plan keeps of it; rows without a finite step are
+    excluded (NO_LINK), the others counted physically feasible."""
+    n = g["gpus"].shape
+    g["stack"] = np.full(n, clock.stack)
+    t = time_per_step(req.model, replace(_layout(g, req), stack=g["stack"]), clock.hw,
+                      clock.eff, g["host_traffic"])
+    for key, value, dtype in (
+            ("tokens_per_s", t.tokens_per_s, float), ("step_s", t.step_s, float),
+            ("mfu", t.mfu, float), ("bottleneck", fz.bottleneck(t), np.intp),
+            ("small_mb", fz.small_micro_batch(
+                overhead_s=t.overhead_s, compute_s=t.compute_s,
+                matmul_efficiency=t.matmul_efficiency, matmul_max=clock.eff.matmul_max), bool),
+            ("guess", clock.eff.guess, bool), ("dp_exposed", t.dp_comm_s, float),
+            *((k, q, float) for k, q in clock.quantiles)):
+        g[key] = np.broadcast_to(np.asarray(value, dtype=dtype), n).copy()
+    ok = tally.apply(gpu, np.ones(n, dtype=bool), [fz.runs_check(g["step_s"], g["tokens_per_s"])])
     tally.physically_feasible += int(ok.sum())
-    return fastest_per_count(g)
+    return _take(g, ok)
 
 
 def _tally_dropped(tally: Tally, gpu: str, table: LayoutTable, counts: np.ndarray,
@@ -338,7 +396,9 @@ def search(cat: Catalog, req: Request,
         raise ConfigError(f"the search space has {total:,} candidates, above the cap of "
                           f"{SEARCH_CAP:,}; narrow it with --gpu, --max-gpus, --cloud or "
                           f"--acquisition")
-    table = layout_table(req, all_counts, axes)
+    sizes = [p.accelerator.memory_bytes for g in planned for p in g.plats
+             if p.accelerator is not None]
+    table = layout_table(req, all_counts, axes, min(sizes, default=math.inf))
     tally = Tally()
     joined: list[dict[str, np.ndarray]] = []
     meta: list[PriceRow] = []
@@ -356,9 +416,10 @@ def search(cat: Catalog, req: Request,
     if progress:
         progress(len(planned), len(planned))
     allrows = ({k: np.concatenate([j[k] for j in joined]) for k in joined[0]} if joined else {})
-    counts = dict(evaluated=sum(g.counts.size * per_group * max(len(g.prices), 1)
-                                for g in planned),
-                  physics_evaluated=sum(g.counts.size * per_group for g in planned))
+    # layouts of the grid and their variants (`variants`), per group
+    physics = [g.counts.size * per_group + table.variant_count(g.counts) for g in planned]
+    priced = sum(n * max(len(g.prices), 1) for n, g in zip(physics, planned, strict=True))
+    counts = dict(evaluated=priced, physics_evaluated=sum(physics))
     result, winner = finish(req, allrows, meta, counts, tally.excluded(), tally.by_gpu,
                             tally.physically_feasible, excluded_platforms)
     if winner is not None:

@@ -12,15 +12,24 @@ They are not a full axis of the grid, to keep the search fast and exact:
   only at GPU counts where no grid row fits ("offload when nothing else fits"; a heuristic).
 - HSDP copies are timed only where the twin's data-parallel traffic is not all hidden
   (HSDP_UNNEEDED): otherwise the shard group cannot shorten the step.
+
+Every copy `sized` makes is a candidate of its GPU count (`plan.LayoutTable.variant_count`):
+each is either tallied once under the first rule it breaks (`checks`, after the hardware
+rules) or physically feasible, like the grid's rows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..spec import O_ACTIVATIONS, O_GRADS, O_OPTIMIZER, O_PARAMS, R_FULL, R_NONE, R_OP
+from ..spec import O_ACTIVATIONS, O_GRADS, O_OPTIMIZER, O_PARAMS, R_FULL, R_NONE, R_OP, Layout
+from . import feasibility as fz
+from .evaluate import Site, memory_per_gpu
+from .hardware import host_memory_per_gpu
+from .platforms import Platform
 
 HSDP_GROUP = 8  # one 8-GPU node of data-parallel ranks (torchtitan/FSDP HSDP recipes)
 OFFLOADS = (O_OPTIMIZER, O_OPTIMIZER | O_PARAMS | O_GRADS,
@@ -79,3 +88,74 @@ def extra_rows(ex: dict[str, np.ndarray], counts: np.ndarray, kinds: tuple[int, 
     hi = np.searchsorted(ex["key"], want, side="right")
     return np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)] or
                           [np.zeros(0, dtype=np.int64)]).astype(np.int64)
+
+
+# the per-row fields of a variant row that `sized` adds beside the grid's fields
+SIZED = ("memory_bytes", "offloaded", "host_traffic")
+
+
+def sized(g: dict[str, np.ndarray], memory_bytes: np.ndarray, smallest_gpu_bytes: float,
+          layout: Callable[[dict[str, np.ndarray]], Layout], model: Any, site: Site
+          ) -> dict[str, np.ndarray]:
+    """The variant rows of the runnable table rows `g` that the layout rules accept, with
+    their memory per GPU, offloaded bytes and host traffic per step (the most loaded GPU's),
+    sorted by kind, then GPU count; `key` indexes them for `extra_rows`."""
+    extra = variant_rows(g, np.ones(g["gpus"].size, dtype=bool), memory_bytes,
+                         smallest_gpu_bytes)
+    if extra["gpus"].size:
+        extra = {k: v[layout(extra).valid_mask(model)] for k, v in extra.items()}
+    shape = extra["gpus"].shape
+    if extra["gpus"].size:
+        bd = memory_per_gpu(model, layout(extra), site)
+        for k, part in zip(SIZED, (bd.total, bd.offloaded, bd.host_traffic), strict=True):
+            extra[k] = np.broadcast_to(np.asarray(part, dtype=float), shape).copy()
+    else:
+        extra.update({k: np.zeros(0) for k in SIZED})
+    order = np.lexsort((extra["gpus"], extra["kind"]))  # kind-major, then by GPU count
+    extra = {k: v[order] for k, v in extra.items()}
+    extra["key"] = extra["kind"] * (1 << 40) + extra["gpus"]
+    return extra
+
+
+def checks(e: dict[str, np.ndarray], *, twin_memory_bytes: np.ndarray, capacity_bytes: float,
+           fitting_counts: np.ndarray, host_bytes: float, busy: np.ndarray | None,
+           rows: int) -> list[fz.Check]:
+    """The rules of variant rows `e` beyond the hardware's, in feasibility.ORDER: a copy whose
+    twin fits is unneeded (op, offload), offload also at a GPU count where a grid row fits
+    (`fitting_counts`), then GPU memory, host memory (`host_bytes` per GPU), and an HSDP copy
+    whose twin is not among `busy` (table rows whose DP traffic shows; `rows` table rows)."""
+    twin_fits = twin_memory_bytes <= capacity_bytes
+    return [fz.Check(code=fz.OP_UNNEEDED, bad=twin_fits & (e["kind"] == 1)),
+            fz.Check(code=fz.OFFLOAD_UNNEEDED,
+                     bad=(twin_fits | np.isin(e["gpus"], fitting_counts)) & (e["kind"] == 2)),
+            fz.memory_check(e["memory_bytes"], capacity_bytes),
+            fz.host_memory_check(e["offloaded"], host_bytes),
+            fz.Check(code=fz.HSDP_UNNEEDED, bad=not_in(e["twin"], busy, rows))]
+
+
+def candidates(table: Any, counts: np.ndarray, kinds: tuple[int, ...], *, plats: list[Platform],
+               cat: Any, tally: Any, keys: list[str], fitting: np.ndarray,
+               allow_consumer: bool, busy: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The variant rows of `table` (a plan.LayoutTable) of these kinds and GPU counts that pass
+    the hardware rules and `checks` on the platforms `plats` (one physics group), each
+    rejected one tallied once (`tally`, a plan.Tally); sorted by count, with fields `keys`
+    (`row` -1: no table row). `fitting`: the counts where a grid row fits in GPU memory;
+    `busy`: the timed grid rows whose data-parallel traffic shows (None: no HSDP rule)."""
+    acc = plats[0].accelerator
+    assert acc is not None
+    ex = table.extra
+    sel = extra_rows(ex, counts, kinds) if ex else np.zeros(0, dtype=np.int64)
+    e = {k: v[sel] for k, v in ex.items()} if sel.size else {}
+    e["row"] = np.full(sel.size, -1, dtype=np.int64)
+    if sel.size == 0:
+        return {k: np.zeros(0, dtype=table.g[k].dtype if k in table.g else float) for k in keys}
+    host = (min(host_memory_per_gpu(cat, acc, p) for p in plats)
+            if np.any(e["offloaded"] > 0) else np.inf)
+    keep = tally.apply(acc.id, np.ones(sel.size, dtype=bool), [
+        *fz.hardware_checks(tp=e["tp"], precision=e["precision"], gpus=e["gpus"],
+                            platform=plats[0], allow_consumer=allow_consumer),
+        *checks(e, twin_memory_bytes=table.memory_bytes[e["twin"]],
+                capacity_bytes=acc.memory_bytes, fitting_counts=fitting, host_bytes=host,
+                busy=busy, rows=table.memory_bytes.size)])
+    order = np.flatnonzero(keep)[np.argsort(e["gpus"][keep], kind="stable")]
+    return {k: e[k][order] for k in keys}
