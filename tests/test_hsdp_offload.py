@@ -214,3 +214,52 @@ def test_plan_tries_hsdp_and_op_recompute():
     reasons = {e.reason for e in res.excluded}
     assert {"hsdp_unneeded", "op_recompute_unneeded", "offload_unneeded"} <= reasons
     assert np.isfinite(res.plans[0].cost_usd)
+
+
+def test_hsdp_pruning_keeps_the_fastest_layout(monkeypatch):
+    """The HSDP copies `plan` skips (variants.hsdp_twins: compute + memory + overhead +
+    optimizer time of the twin already slower than the fastest row of the GPU count) could not
+    have won: with every HSDP copy timed, each count's fastest row is the same, and no timed
+    copy runs faster than its twin's floor (the bound the pruning relies on; 1e-9 relative
+    for float64 round-off, as variants.FLOOR_MARGIN)."""
+    from gpuplan.catalog import load_catalog
+    from gpuplan.search import plan as planmod
+    from gpuplan.search import variants
+    from gpuplan.search.evaluate import site_from_catalog, time_per_step
+    from gpuplan.search.grid import model_axes
+    from gpuplan.search.platforms import Filters, group_by_physics, select_platforms
+
+    cat = load_catalog()
+    req = planmod.Request(model=cat.model("llama3-8b"), tokens=1e12, seq_len=2048,
+                          global_batch=256, site=site_from_catalog(cat))
+    plats, _ = select_platforms(cat, Filters(gpus=("h100-sxm",), acquisition="own"))
+    group = next(iter(group_by_physics(plats).values()))
+    counts = np.array([64, 128, 256])
+    axes = model_axes(req.model, req.seq_len, counts=counts)
+    table = planmod.layout_table(req, counts, axes, group[0].accelerator.memory_bytes)
+
+    def run(twins):
+        monkeypatch.setattr(variants, "hsdp_twins", twins)
+        tally = planmod.Tally()
+        best = planmod.evaluate_group(req, cat, group, counts, axes, tally, table)
+        return best, tally
+
+    floors = {}
+
+    def every_busy_twin(g):
+        floors.update(zip(g["row"].tolist(), g["floor_s"].tolist(), strict=True))
+        return g["row"][g["dp_exposed"] > 0]
+
+    pruned, t1 = run(variants.hsdp_twins)
+    full, t2 = run(every_busy_twin)
+    assert t1.total["hsdp_unneeded"] > t2.total["hsdp_unneeded"]  # the floor prunes some
+    assert t1.physically_feasible < t2.physically_feasible
+    for k in ("gpus", "tokens_per_s", "shard_group", "tp", "pp", "zero", "micro_batch"):
+        assert np.array_equal(pruned[k], full[k]), k
+    ex = table.extra
+    hsdp = np.flatnonzero((ex["kind"] == 0) & np.isin(ex["twin"], list(floors)))
+    clock = planmod._clock(req, cat, group[0])  # the hardware and stack the plan timed with
+    lay = replace(planmod._layout({k: v[hsdp] for k, v in ex.items()}, req), stack=clock.stack)
+    t = time_per_step(req.model, lay, clock.hw, clock.eff)
+    floor = np.array([floors[int(r)] for r in ex["twin"][hsdp]])
+    assert hsdp.size and np.all(np.asarray(t.step_s) >= floor * (1 - 1e-9))

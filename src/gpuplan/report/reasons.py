@@ -18,7 +18,8 @@ REASONS = {
     "host_memory_exceeded": "offloaded state beyond the node's host memory",
     "op_recompute_unneeded": "per-op recompute where the layout fits without recompute",
     "offload_unneeded": "CPU offload where a layout without it fits",
-    "hsdp_unneeded": "HSDP shard group where full sharding's data-parallel traffic is hidden",
+    "hsdp_unneeded": ("HSDP shard group that cannot beat the fastest layout of its GPU count "
+                      "(full sharding's data-parallel traffic hidden, or its compute slower)"),
     "no_link": "no finite step time (traffic over a link the platform lacks)",
     "offer_cap": "more GPUs than the offer provides",
     "no_goodput": "never finishes (failures come faster than a checkpoint and restart)",

@@ -33,7 +33,7 @@ BUDGET = "over_budget"
 # plan's layout variants (search/variants.py): a copy whose twin fits on the GPU
 OP_UNNEEDED = "op_recompute_unneeded"
 OFFLOAD_UNNEEDED = "offload_unneeded"
-HSDP_UNNEEDED = "hsdp_unneeded"  # its twin's data-parallel traffic is already all hidden
+HSDP_UNNEEDED = "hsdp_unneeded"  # cannot beat the fastest layout of its count (variants.py)
 ORDER = (DIVIDE, TP_DOMAIN, LAYOUT, INTERLEAVE, FP8_MISSING, CONSUMER, OP_UNNEEDED,
          OFFLOAD_UNNEEDED, OOM, HOST_MEMORY, HSDP_UNNEEDED, NO_LINK, OFFER_CAP, NO_GOODPUT,
          DEADLINE, BUDGET)

@@ -232,9 +232,8 @@ def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np
     v = variants.candidates(table, counts, (1, 2), **kw)  # op recompute, offload
     clock = _clock(req, cat, p0)
     g = _timed(req, g, clock, acc.id, tally)
-    # HSDP copies only of rows whose data-parallel traffic is not all hidden: where it is,
-    # the shard group cannot make the step shorter (variants.py)
-    h = variants.candidates(table, counts, (0,), busy=g["row"][g["dp_exposed"] > 0], **kw)
+    # HSDP copies only where they may be the fastest of their count (variants.hsdp_twins)
+    h = variants.candidates(table, counts, (0,), busy=variants.hsdp_twins(g), **kw)
     # the fastest of each part at each count, then of those: the same as over the union
     best = [fastest_per_count(_timed(req, x, clock, acc.id, tally)) for x in (v, h)
             if x["gpus"].size]
@@ -242,7 +241,7 @@ def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np
     if best:
         g = {k: np.concatenate([g[k], *(b[k] for b in best)]) for k in g}
         g = fastest_per_count(_take(g, np.argsort(g["gpus"], kind="stable")))
-    for k in ("host_traffic", "row", "dp_exposed"):  # search-internal: not carried on
+    for k in ("host_traffic", "row", "dp_exposed", "floor_s"):  # search-internal
         g.pop(k)
     return g
 
@@ -284,6 +283,7 @@ def _timed(req: Request, g: dict[str, np.ndarray], clock: _Clock, gpu: str,
                 overhead_s=t.overhead_s, compute_s=t.compute_s,
                 matmul_efficiency=t.matmul_efficiency, matmul_max=clock.eff.matmul_max), bool),
             ("guess", clock.eff.guess, bool), ("dp_exposed", t.dp_comm_s, float),
+            ("floor_s", t.compute_s + t.memory_s + t.overhead_s + t.optimizer_s, float),
             *((k, q, float) for k, q in clock.quantiles)):
         g[key] = np.broadcast_to(np.asarray(value, dtype=dtype), n).copy()
     ok = tally.apply(gpu, np.ones(n, dtype=bool), [fz.runs_check(g["step_s"], g["tokens_per_s"])])

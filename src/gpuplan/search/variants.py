@@ -10,8 +10,11 @@ They are not a full axis of the grid, to keep the search fast and exact:
   the twin runs the same work without the recompute or the host transfers, so it is at least
   as fast in the same memory, and the copy can never win (exact). Offload is moreover tried
   only at GPU counts where no grid row fits ("offload when nothing else fits"; a heuristic).
-- HSDP copies are timed only where the twin's data-parallel traffic is not all hidden
-  (HSDP_UNNEEDED): otherwise the shard group cannot shorten the step.
+- HSDP copies are timed only where the twin's data-parallel traffic is not all hidden and
+  the twin's step without its communication and bubble is not slower than the fastest grid
+  row of its GPU count (HSDP_UNNEEDED, `hsdp_twins`): a shard group changes only the
+  data-parallel traffic and the optimizer step (which it lengthens), so either way the copy
+  is slower than a row already found (exact).
 
 Every copy `sized` makes is a candidate of its GPU count (`plan.LayoutTable.variant_count`):
 each is either tallied once under the first rule it breaks (`checks`, after the hardware
@@ -159,3 +162,22 @@ def candidates(table: Any, counts: np.ndarray, kinds: tuple[int, ...], *, plats:
                 busy=busy, rows=table.memory_bytes.size)])
     order = np.flatnonzero(keep)[np.argsort(e["gpus"][keep], kind="stable")]
     return {k: e[k][order] for k in keys}
+
+
+# relative margin on the HSDP floor: sums of the same parts in another order differ by
+# float64 round-off (~1e-16); a copy is skipped only when surely slower
+FLOOR_MARGIN = 1e-9
+
+
+def hsdp_twins(g: dict[str, np.ndarray]) -> np.ndarray:
+    """Table rows (`row`) of the timed grid rows `g` (sorted by GPU count) whose HSDP copy may
+    be the fastest of its count: their data-parallel time shows (`dp_exposed` > 0) and
+    `floor_s` (compute + memory-bound + overhead + optimizer time: what no shard group
+    shortens) is within FLOOR_MARGIN of the count's fastest step."""
+    n = g["gpus"].size
+    if n == 0:
+        return g["row"]
+    starts = np.flatnonzero(np.concatenate(([True], g["gpus"][1:] != g["gpus"][:-1])))
+    segment = np.repeat(np.arange(starts.size), np.diff(np.append(starts, n)))
+    best = np.minimum.reduceat(g["step_s"], starts)[segment]
+    return g["row"][(g["dp_exposed"] > 0) & (g["floor_s"] <= best * (1 + FLOOR_MARGIN))]
