@@ -92,7 +92,14 @@ def _layout(g: dict[str, np.ndarray], req: Request) -> Layout:
     return Layout(tp=g["tp"], pp=g["pp"], dp=g["dp"], cp=g["cp"], ep=g["ep"], vpp=g["vpp"],
                   zero=g["zero"], micro_batch=g["micro_batch"], global_batch=req.global_batch,
                   seq_len=req.seq_len, recompute=g["recompute"], precision=g["precision"],
-                  shard_group=g.get("shard_group", 0), offload=g.get("offload", 0))
+                  shard_group=_field(g, "shard_group"), offload=_field(g, "offload"))
+
+
+def _field(g: dict[str, np.ndarray], key: str) -> np.ndarray | int:
+    """A variant field (`variants.defaults`) of rows g, 0 when none sets it: the estimators
+    then take their scalar path for it, as for a plain grid row."""
+    v = g.get(key)
+    return v if v is not None and v.any() else 0
 
 
 def _take(g: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
@@ -230,16 +237,17 @@ def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np
     kw = dict(plats=plats, cat=cat, tally=tally, keys=list(g), fitting=np.unique(g["gpus"]),
               allow_consumer=req.filters.allow_consumer)
     v = variants.candidates(table, counts, (1, 2), **kw)  # op recompute, offload
+    if v["gpus"].size:  # timed with the grid rows (one call), in GPU-count order
+        g = {k: np.concatenate([g[k], v[k]]) for k in g}
+        g = _take(g, np.argsort(g["gpus"], kind="stable"))
     clock = _clock(req, cat, p0)
     g = _timed(req, g, clock, acc.id, tally)
     # HSDP copies only where they may be the fastest of their count (variants.hsdp_twins)
     h = variants.candidates(table, counts, (0,), busy=variants.hsdp_twins(g), **kw)
-    # the fastest of each part at each count, then of those: the same as over the union
-    best = [fastest_per_count(_timed(req, x, clock, acc.id, tally)) for x in (v, h)
-            if x["gpus"].size]
     g = fastest_per_count(g)
-    if best:
-        g = {k: np.concatenate([g[k], *(b[k] for b in best)]) for k in g}
+    if h["gpus"].size:  # the fastest of each part at each count, then of both
+        h = fastest_per_count(_timed(req, h, clock, acc.id, tally))
+        g = {k: np.concatenate([g[k], h[k]]) for k in g}
         g = fastest_per_count(_take(g, np.argsort(g["gpus"], kind="stable")))
     for k in ("host_traffic", "row", "dp_exposed", "floor_s"):  # search-internal
         g.pop(k)

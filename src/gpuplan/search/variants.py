@@ -148,10 +148,10 @@ def candidates(table: Any, counts: np.ndarray, kinds: tuple[int, ...], *, plats:
     assert acc is not None
     ex = table.extra
     sel = extra_rows(ex, counts, kinds) if ex else np.zeros(0, dtype=np.int64)
-    e = {k: v[sel] for k, v in ex.items()} if sel.size else {}
-    e["row"] = np.full(sel.size, -1, dtype=np.int64)
     if sel.size == 0:
         return {k: np.zeros(0, dtype=table.g[k].dtype if k in table.g else float) for k in keys}
+    e = {k: ex[k][sel] for k in ("tp", "precision", "gpus", "kind", "twin", "memory_bytes",
+                                 "offloaded")}
     host = (min(host_memory_per_gpu(cat, acc, p) for p in plats)
             if np.any(e["offloaded"] > 0) else np.inf)
     keep = tally.apply(acc.id, np.ones(sel.size, dtype=bool), [
@@ -160,8 +160,10 @@ def candidates(table: Any, counts: np.ndarray, kinds: tuple[int, ...], *, plats:
         *checks(e, twin_memory_bytes=table.memory_bytes[e["twin"]],
                 capacity_bytes=acc.memory_bytes, fitting_counts=fitting, host_bytes=host,
                 busy=busy, rows=table.memory_bytes.size)])
-    order = np.flatnonzero(keep)[np.argsort(e["gpus"][keep], kind="stable")]
-    return {k: e[k][order] for k in keys}
+    pick = sel[np.flatnonzero(keep)[np.argsort(e["gpus"][keep], kind="stable")]]
+    out = {k: ex[k][pick] for k in keys if k != "row"}
+    out["row"] = np.full(pick.size, -1, dtype=np.int64)
+    return {k: out[k] for k in keys}
 
 
 # relative margin on the HSDP floor: sums of the same parts in another order differ by
@@ -170,14 +172,15 @@ FLOOR_MARGIN = 1e-9
 
 
 def hsdp_twins(g: dict[str, np.ndarray]) -> np.ndarray:
-    """Table rows (`row`) of the timed grid rows `g` (sorted by GPU count) whose HSDP copy may
-    be the fastest of its count: their data-parallel time shows (`dp_exposed` > 0) and
-    `floor_s` (compute + memory-bound + overhead + optimizer time: what no shard group
-    shortens) is within FLOOR_MARGIN of the count's fastest step."""
+    """Table rows (`row`; variant rows have -1) of the timed rows `g` (sorted by GPU count)
+    whose HSDP copy may be the fastest of its count: their data-parallel time shows
+    (`dp_exposed` > 0) and `floor_s` (compute + memory-bound + overhead + optimizer time: what
+    no shard group shortens) is within FLOOR_MARGIN of the count's fastest step."""
     n = g["gpus"].size
     if n == 0:
         return g["row"]
     starts = np.flatnonzero(np.concatenate(([True], g["gpus"][1:] != g["gpus"][:-1])))
     segment = np.repeat(np.arange(starts.size), np.diff(np.append(starts, n)))
     best = np.minimum.reduceat(g["step_s"], starts)[segment]
-    return g["row"][(g["dp_exposed"] > 0) & (g["floor_s"] <= best * (1 + FLOOR_MARGIN))]
+    return g["row"][(g["row"] >= 0) & (g["dp_exposed"] > 0)
+                    & (g["floor_s"] <= best * (1 + FLOOR_MARGIN))]
