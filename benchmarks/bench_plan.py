@@ -5,7 +5,8 @@
 
 Measures, for GPT-3 175B, Llama 3 70B and DeepSeek-V3 over the whole catalog:
 - the values searched per layout dimension (tp, pp, vpp, the (pp, vpp) pairs, cp, ep, ZeRO,
-  micro-batch, recompute, precision; issue #11) and the layouts per GPU count;
+  micro-batch, recompute, precision; issue #11) and the layouts per GPU count, and the HSDP,
+  op-recompute and offload variants (`search/variants.py`) over all GPU counts;
 - candidates evaluated (every hardware x layout x pricing row) and per second, in-process,
   wall and CPU time (the CPU time is what a loaded machine still measures faithfully);
 - the physics alone (memory + time over every hardware x layout point) per second;
@@ -68,6 +69,7 @@ def in_process(argv: list[str], repeat: int = 5) -> dict[str, float]:
     originals = {name: getattr(planmod, name) for name in ("evaluate_group", "layout_table")}
 
     in_outlook = [False]
+    tables: list = []
 
     def timed(fn):  # time the physics (layout checks, memory, time over the grid) alone
         def wrapper(*a, **k):
@@ -75,6 +77,8 @@ def in_process(argv: list[str], repeat: int = 5) -> dict[str, float]:
             out = fn(*a, **k)
             if not in_outlook[0]:  # the outlook's few extra points are not in the count
                 physics_time[-1] += time.perf_counter() - t
+                if isinstance(out, planmod.LayoutTable):
+                    tables.append(out)
             return out
         return wrapper
 
@@ -111,7 +115,11 @@ def in_process(argv: list[str], repeat: int = 5) -> dict[str, float]:
     # the outlook re-evaluates a few counts through evaluate_group too; count the main grid only
     wall = statistics.median(walls)
     phys = statistics.median(physics_time)
+    from gpuplan.search.variants import KINDS
+
+    kinds = tables[0].extra["kind"] if tables and tables[0].extra else []
     return {"axes": axes_seen[0].sizes(), "per_count": axes_seen[0].size,
+            "variants": {k: int(sum(1 for x in kinds if x == i)) for i, k in enumerate(KINDS)},
             "search_cpu_s": statistics.median(cpus),
             "evaluated": r.evaluated, "physics_points": r.physics_evaluated,
             "feasible": r.feasible, "fit": r.physically_feasible, "search_s": wall,
@@ -215,6 +223,8 @@ def main() -> None:
               f"options meet the constraints)")
         dims = ", ".join(f"{k} {v}" for k, v in ip["axes"].items())
         print(f"  values per dimension   {dims}; {ip['per_count']:,} layouts per GPU count")
+        var = ", ".join(f"{k} {v:,}" for k, v in ip["variants"].items())
+        print(f"  variants (all counts)  {var} (copies of grid rows, search/variants.py)")
         print(f"  search wall time       {ip['search_s']:>14.3f} s   "
               f"-> {ip['candidates_per_s'] / 1e6:,.1f} M candidates/s (target >= 10 M/s; "
               f"<= 0.5 s)")
