@@ -212,7 +212,7 @@ def _data_parallel(c: dict[str, Any], p: dict[str, Any]) -> list[tuple[float, fl
     gather = b * s1.hier_rs(weights, dp, n_in, *links) if z in (1, 2) else 0.0
     ag = s1.hier_rs(params * comm.PARAM_GATHER_BYTES, dp, n_in, *links)
     gathers = 2.0 * c["m"] * ag if z >= 3 else 0.0
-    if c["sg"] > 0:
+    if 0 < c["sg"] < dp * c["cp"]:  # a group of all dp*cp ranks is plain ZeRO (timing)
         reduce, gathers = _hsdp(c, params, links)
         gather = 0.0
     per_mb, tail = p["compute_s"] / c["m"], (b - 1.0) / b

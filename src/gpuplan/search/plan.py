@@ -96,8 +96,7 @@ def _layout(g: dict[str, np.ndarray], req: Request) -> Layout:
 
 
 def _field(g: dict[str, np.ndarray], key: str) -> np.ndarray | int:
-    """A variant field (`variants.defaults`) of rows g, 0 when none sets it: the estimators
-    then take their scalar path for it, as for a plain grid row."""
+    """A variant field of rows g, 0 when no row sets it (the estimators' scalar path)."""
     v = g.get(key)
     return v if v is not None and v.any() else 0
 
