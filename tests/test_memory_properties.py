@@ -68,10 +68,12 @@ def test_raising_a_parallel_degree_never_raises_memory(model, lay, knob):
     and cp under ZeRO-3, the shard group must already hold 2 or more GPUs: going from 1 to 2
     starts the parameter gathers, whose buffers (two layers, one layer of gradients, the root
     unit) can outweigh what sharding saves on a small model -- the same real effect as
-    test_memory.py::test_zero3_can_cost_more_than_zero2_on_two_gpus."""
+    test_memory.py::test_zero3_can_cost_more_than_zero2_on_two_gpus. The same holds for ZeRO-2:
+    going from 1 to 2 ranks starts the gradient reduce bucket (one layer's unsharded
+    gradients), which can outweigh halving a small stage's gradients."""
     if knob == "pp":
         lay = replace(lay, dropout=False)
-    if knob in ("dp", "cp") and lay.zero == 3 and lay.dp * lay.cp == 1:
+    if knob in ("dp", "cp") and lay.zero >= 2 and lay.dp * lay.cp == 1:
         lay = replace(lay, **{knob: 2}, global_batch=lay.global_batch * (2 if knob == "dp" else 1))
     bigger = replace(lay, **{knob: getattr(lay, knob) * 2})
     assume(bigger.pp <= model.layers)  # more stages than layers is not a layout (rules.py)
