@@ -11,7 +11,8 @@ with 2.664M: our tokens are pre-training tokens.
 The model is the preset's 61 layers over 16 stages, split by the default uneven rule
 (`estimators.shapes.stage_layers`: 3 / 4 x 14 / 2 with the embedding and the loss counted as
 layers); the step time is the slowest stage's. The micro-batch is 1 (not stated; DualPipe's
-bidirectional schedule feeds single sequences). The report's ramp is not modelled (15,360 throughout).
+bidirectional schedule feeds single sequences). The report's ramp is not modelled (15,360
+throughout).
 """
 
 from __future__ import annotations
