@@ -182,6 +182,9 @@ def _finetuned(m: ModelSpec, ft_args: dict[str, Any], tokens: Any, seq_len: int 
     if a["samples"] is None:
         if a["epochs"] is not None:
             raise ConfigError("--epochs needs --samples (samples per epoch); or give --tokens")
+        if a["padding_efficiency"] is not None or not packing:
+            raise ConfigError("--padding-efficiency and --no-packing describe the samples: "
+                              "give --samples N (with --seq-len), or drop them")
         return m, tokens, {"tokens": None}
     if tokens is not None:
         raise ConfigError("give either --tokens or --samples (with --seq-len and --epochs), "
@@ -241,7 +244,8 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
         raise ConfigError("give either --offer or --usd-per-gpu-hour, not both")
     value = _tokens(tokens)
     if value is not None:
-        check_tokens(value, int(layout.global_batch) * int(layout.seq_len), tokens)
+        check_tokens(value, int(layout.global_batch) * int(layout.seq_len),
+                     None if ft_facts.get("samples") else tokens)
     e = single.estimate(cat, m, acc, layout, gpus=n, tokens=value, offer=offer,
                         system=system, usd_per_gpu_hour=usd_per_gpu_hour, pricing=pricing,
                         overrides=_site_overrides(flags), power_limit_watts=power_limit_watts,
@@ -298,7 +302,8 @@ def _request(cat: Catalog, m: ModelSpec, a: dict[str, Any], flags: dict[str, Any
     budget = a["budget_usd"]
     gb = a["global_batch"] or _default_batch(m, seq, 1)
     return Request(
-        model=m, tokens=check_tokens(parse_count(a["tokens"], "--tokens"), gb * seq, a["tokens"]),
+        model=m, tokens=check_tokens(parse_count(a["tokens"], "--tokens"), gb * seq,
+                                      None if a.get("samples") else a["tokens"]),
         seq_len=seq, global_batch=gb,
         deadline_days=float(a["deadline_days"]) if a["deadline_days"] is not None else None,
         budget_usd=parse_count(budget, "--budget-usd") if budget is not None else None,

@@ -213,14 +213,27 @@ def model_from_flags(*, layers: int, hidden: int, heads: int, vocab: int,
                      mlp=mlp, tied_embeddings=tied_embeddings, source="command-line flags")
 
 
+# Most tokens a run may train on: ~70,000 times Llama 3's 15T (Meta 2024). More is a typo, and
+# 1e300 printed days and dollars 300 digits long.
+MAX_TOKENS = 1e18
+
+
 def check_tokens(tokens: float, batch_tokens: int, given: object) -> float:
     """A token count of at least one optimizer step (`batch_tokens` = global batch x sequence
-    length): fewer cannot be trained, and would print a 0-day plan (1e-320 divided by zero)."""
+    length): fewer cannot be trained, and would print a 0-day plan (1e-320 divided by zero);
+    and at most MAX_TOKENS. `given` is the --tokens text, None when --samples x --seq-len x
+    --epochs gave the count (the message then names those flags)."""
+    what = (f"--tokens {quote(given)}" if given is not None else
+            f"--samples x --seq-len x --epochs = "
+            f"{f'{tokens:,.0f}' if 1 <= tokens < 1e15 else f'{tokens:.4g}'} tokens")
     if not tokens >= batch_tokens:
         raise ConfigError(
-            f"--tokens {quote(given)} is fewer than one optimizer step ({batch_tokens:,} tokens "
+            f"{what} is fewer than one optimizer step ({batch_tokens:,} tokens "
             f"= global batch x sequence length); give at least {batch_tokens:,} tokens or a "
             f"smaller --global-batch")
+    if not tokens <= MAX_TOKENS:
+        raise ConfigError(f"{what} is more than {MAX_TOKENS:.0e} tokens (about 70,000 times "
+                          "Llama 3's 15T); check the value")
     return tokens
 
 
@@ -326,8 +339,9 @@ def finetune_spec(model: ModelSpec, *, method: str = "full", lora_rank: int | No
     if q != "none" and method in ("full", "freeze"):
         raise ConfigError(f"--quant {q} quantizes a frozen base; it needs --method lora or qlora "
                           f"(--method {method} trains the quantized weights)")
-    if lora_rank is not None and method not in ("lora", "qlora"):
-        raise ConfigError(f"--lora-rank applies to --method lora or qlora, not {method}")
+    for flag, given in (("--lora-rank", lora_rank), ("--lora-targets", lora_targets)):
+        if given is not None and method not in ("lora", "qlora"):
+            raise ConfigError(f"{flag} applies to --method lora or qlora, not {method}")
     if method in ("lora", "qlora") and targets in ("mlp", "all") and model.ffn <= 0:
         raise ConfigError(f"model {model.id} has no MLP to put LoRA adapters on; "
                           "use --lora-targets attn")
@@ -372,4 +386,7 @@ def finetune_tokens(*, samples: int, seq_len: int, epochs: float = 1.0, packing:
     if not (isinstance(eff, (int, float)) and 0 < eff <= 1):
         raise ConfigError(f"--padding-efficiency must be in (0, 1] (average sample tokens / "
                           f"--seq-len), got {eff!r}")
+    if samples * seq_len > MAX_TOKENS / epochs:  # an int compared, never float()ed (overflow)
+        raise ConfigError(f"--samples x --seq-len x --epochs is more than {MAX_TOKENS:.0e} "
+                          "tokens (about 70,000 times Llama 3's 15T); check the values")
     return float(samples) * seq_len * float(epochs) * (float(eff) if packing else 1.0)

@@ -78,6 +78,8 @@ def _answer(o: Outcome) -> list[tuple[str, str]]:
             return [("invariant", f"--json printed no JSON: {err}")]
         found = [("nonfinite", f"{path} = {v}") for path, v in _bad_numbers(data)][:1]
         return found + [("invariant", msg) for msg in invariants(argv[0], data)][:1]
+    if _format(argv) == "csv":
+        return _csv(o.stdout)[:1]
     found = []
     if m := _NONFINITE.search(o.stdout):
         found.append(("nonfinite", _around(o.stdout, m.start())))
@@ -87,6 +89,40 @@ def _answer(o: Outcome) -> list[tuple[str, str]]:
             if not _SIGNED_LINE.search(line):
                 found.append(("nonfinite", f"negative: {line.strip()[:120]!r}"))
                 break
+    return found
+
+
+def _format(argv: tuple[str, ...]) -> str:
+    """The last --format value of argv ('text' when none)."""
+    fmt = "text"
+    for i, a in enumerate(argv):
+        if a == "--format" and i + 1 < len(argv):
+            fmt = argv[i + 1]
+        elif a.startswith("--format="):
+            fmt = a.split("=", 1)[1]
+    return fmt
+
+
+def _csv(text: str) -> list[tuple[str, str]]:
+    """--format csv: every cell that is a number is finite, and negative only in a column whose
+    header is signed (SIGNED_KEYS, e.g. headroom_gib); a row as long as its header."""
+    import csv
+    import io
+
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows:
+        return [("invariant", "--format csv printed nothing")]
+    head, found = rows[0], []
+    for r, row in enumerate(rows[1:], 1):
+        if len(row) != len(head):
+            found.append(("invariant", f"csv row {r} has {len(row)} cells, header {len(head)}"))
+        for key, cell in zip(head, row, strict=False):
+            try:
+                v = float(cell)
+            except ValueError:
+                continue
+            if not math.isfinite(v) or (v < 0 and not SIGNED_KEYS.search(key)):
+                found.append(("nonfinite", f"csv row {r} {key} = {cell}"))
     return found
 
 

@@ -11,7 +11,8 @@ import random
 from dataclasses import dataclass
 
 from . import files
-from .values import GOOD, HOSTILE_NUM, HOSTILE_TEXT, invalid
+from .combos import contradiction
+from .values import GOOD, HOSTILE_LIST, HOSTILE_NUM, HOSTILE_TEXT, LIST_KINDS, invalid
 
 TARGETS = ("cli",)  # hook: add "web" (and a runner in run.py) once the web API exists
 
@@ -37,7 +38,12 @@ class Case:
 
 NUMERIC = {"posint", "gpus", "degree", "tokens", "days", "money", "fraction", "posfraction",
            "nonneg", "years",
-           "pue", "nodes", "seq", "batch", "zero"}
+           "pue", "nodes", "seq", "batch", "zero", "confidence", "watts", "stage-layers",
+           "samples", "epochs"}
+# the fine-tuning flags of estimate and plan (#15), --stack (#12), --format (#13)
+FINETUNE = {"--method": "method", "--lora-rank": "posint", "--lora-targets": "lora-targets",
+            "--quant": "quant", "--samples": "samples", "--epochs": "epochs",
+            "--padding-efficiency": "posfraction", "--stack": "stack", "--format": "format"}
 SITE = {"--utilization": "posfraction", "--years": "years", "--electricity": "nonneg",
         "--pue": "pue", "--grid-intensity": "nonneg", "--interruptions": "nonneg",
         "--reuse": "fraction"}
@@ -46,14 +52,18 @@ PLAN = {"--tokens": "tokens", "--deadline-days": "days", "--budget-usd": "money"
         "--global-batch": "batch", "--gpu": "gpu", "--vendor": "vendor",
         "--acquisition": "acquisition", "--pricing": "pricing", "--cloud": "cloud",
         "--region": "region", "--precision": "precision", "--scenario": "scenario",
-        "--model": "model", **SITE}
+        "--model": "model", "--confidence": "confidence", **FINETUNE, **SITE}
 ESTIMATE = {"--gpu": "gpu", "--gpus": "gpus", "--system": "system", "--tp": "degree",
             "--pp": "degree", "--cp": "degree", "--ep": "degree", "--dp": "degree",
             "--vpp": "degree", "--zero": "zero", "--micro-batch": "posint",
             "--precision": "precision", "--optimizer": "optimizer", "--recompute": "recompute",
             "--tokens": "tokens", "--offer": "offer", "--usd-per-gpu-hour": "nonneg",
             "--pricing": "pricing", "--seq-len": "seq", "--global-batch": "batch",
-            "--model": "model", **SITE}
+            "--model": "model", "--power-limit-watts": "watts",
+            "--grad-reduce-dtype": "grad-dtype", "--first-stage-layers": "stage-layers",
+            "--last-stage-layers": "stage-layers", "--shard-group": "posint",
+            "--offload": "offload", "--recompute-modules": "rmodules",
+            "--recompute-every": "posint", **FINETUNE, **SITE}
 TCO = {"--system": "system", "--nodes": "nodes", "--utilization": "fraction",
        "--price": "nonneg", "--host-load-factor": "fraction", "--years": "years",
        "--electricity": "nonneg", "--pue": "pue", "--colocation": "nonneg",
@@ -61,10 +71,10 @@ TCO = {"--system": "system", "--nodes": "nodes", "--utilization": "fraction",
        "--install": "fraction", "--staff": "nonneg", "--residual": "fraction",
        "--load-factor": "fraction", "--reuse": "fraction", "--grid": "nonneg",
        "--spot-interruptions": "nonneg", "--pricing": "cloud-pricing", "--cloud": "cloud",
-       "--model": "model", "--scenario": "scenario"}
-FLAGS_ONLY = {"plan": ("--json", "--allow-consumer"),
-              "estimate": ("--json", "--fsdp", "--offload", "--no-sp", "--no-flash-attention",
-                           "--dropout"),
+       "--model": "model", "--scenario": "scenario", "--format": "format"}
+FLAGS_ONLY = {"plan": ("--json", "--allow-consumer", "--packing", "--no-packing"),
+              "estimate": ("--json", "--fsdp", "--no-sp", "--no-flash-attention",
+                           "--dropout", "--packing", "--no-packing"),
               "tco": ("--json", "--compare-cloud")}
 REPEATABLE = {"--gpu", "--pricing", "--precision", "--catalog"}
 # tco: zero utilization / years / nodes is not a cluster
@@ -75,6 +85,8 @@ def _value(rng: random.Random, kind: str) -> str:
     r = rng.random()
     if r < 0.45:
         return rng.choice(GOOD.get(kind, ("1",)))
+    if kind in LIST_KINDS and r < 0.7:
+        return rng.choice(HOSTILE_LIST)
     if r < 0.85:
         return rng.choice(HOSTILE_NUM if kind in NUMERIC else HOSTILE_TEXT)
     return rng.choice(HOSTILE_TEXT if kind in NUMERIC else HOSTILE_NUM)
@@ -114,7 +126,9 @@ def _argv(rng: random.Random, cmd: list[str], flags: dict[str, list[str]],
     out = list(cmd)
     for flag, values in flags.items():
         for v in values:
-            if v.startswith("-") or rng.random() < 0.2:
+            if flag == "--offload" and v == "optimizer" and rng.random() < 0.5:
+                out.append(flag)  # bare --offload: its const, optimizer
+            elif v.startswith("-") or rng.random() < 0.2:
                 out.append(f"{flag}={v}")
             else:
                 out += [flag, v]
@@ -140,8 +154,17 @@ def plan_case(rng: random.Random, quick: bool, model: str | None = None) -> Case
         flags["--gpu"] = flags.get("--gpu") or ["h100"]
     if quick and flags.get("--max-gpus", ["x"])[0].strip().isdigit():
         flags["--max-gpus"] = [str(min(512, int(flags["--max-gpus"][0])))]
-    return Case(argv=_argv(rng, ["plan"], flags, ("--quiet",) + _bools(rng, "plan")),
-                invalid=why, family="plan")
+    _samples_not_tokens(rng, flags)
+    bools = _bools(rng, "plan")
+    why = why or contradiction("plan", flags, bools)
+    return Case(argv=_argv(rng, ["plan"], flags, ("--quiet",) + bools), invalid=why,
+                family="plan")
+
+
+def _samples_not_tokens(rng: random.Random, flags: dict[str, list[str]]) -> None:
+    """--samples usually replaces --tokens (both together is one of the contradictions)."""
+    if "--samples" in flags and "--tokens" in flags and rng.random() < 0.7:
+        del flags["--tokens"]
 
 
 def estimate_case(rng: random.Random, model: str | None = None) -> Case:
@@ -152,8 +175,10 @@ def estimate_case(rng: random.Random, model: str | None = None) -> Case:
     if rng.random() < 0.4:
         flags["--pricing"] = [rng.choice(("on-demand", "own", "spot"))]
     why = _mutate(rng, flags, ESTIMATE, _n(rng, model is not None))
-    return Case(argv=_argv(rng, ["estimate"], flags, _bools(rng, "estimate")), invalid=why,
-                family="estimate")
+    _samples_not_tokens(rng, flags)
+    bools = _bools(rng, "estimate")
+    why = why or contradiction("estimate", flags, bools)
+    return Case(argv=_argv(rng, ["estimate"], flags, bools), invalid=why, family="estimate")
 
 
 def tco_case(rng: random.Random, fixed: bool = False) -> Case:
@@ -162,7 +187,9 @@ def tco_case(rng: random.Random, fixed: bool = False) -> Case:
     if rng.random() < 0.15:
         flags = {"--scenario": [rng.choice(GOOD["scenario"])]}
     why = _mutate(rng, flags, TCO, _n(rng, fixed))
-    return Case(argv=_argv(rng, ["tco"], flags, _bools(rng, "tco")), invalid=why, family="tco")
+    bools = _bools(rng, "tco")
+    why = why or contradiction("tco", flags, bools)
+    return Case(argv=_argv(rng, ["tco"], flags, bools), invalid=why, family="tco")
 
 
 def catalog_case(rng: random.Random, quick: bool) -> Case:
@@ -196,7 +223,9 @@ def catalog_case(rng: random.Random, quick: bool) -> Case:
         opts += ("--calibrate",)
     if not quick and rng.random() < 0.1:
         opts += ("--cross-validate",)
-    return Case(argv=("validate",) + opts + json_flag, family="validate")
+    opts += tuple(f for f in ("--memory", "--finetune", "--residuals") if rng.random() < 0.15)
+    return Case(argv=("validate",) + opts + json_flag, family="validate",
+                invalid=contradiction("validate", {}, opts + json_flag))
 
 
 def _with_file(rng: random.Random, ref: str) -> tuple[str, ...]:

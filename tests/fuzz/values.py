@@ -14,7 +14,8 @@ HOSTILE_TEXT = ("", " ", "--", "-", "x", "\n", "h100\nrm -rf /", LONG, "none", "
                 "'; DROP", "../../etc/passwd", "%s%n", "{}")
 HOSTILE_NUM = ("0", "-0", "-1", "1.5", "1e3", "1e9", "1000000000", "99999999999999999999",
                "1e309", "-1e309", "inf", "-inf", "nan", "NaN", "1e-320", "1e300", "0x10",
-               " 8 ", "1_000", "٨", "5e", "+3", "2T", "1e-9", "0.0001")
+               " 8 ", "1_000", "٨", "5e", "+3", "2T", "1e-9", "0.0001",
+               "1" + "0" * 400)
 
 GPUS = ("h100", "a100-80gb", "mi300x", "h100-sxm", "a100-40gb", "rtx-4090", "h20", "ascend-910c",
         "b200", "gaudi3", "l40s", "v100-sxm2-32gb")
@@ -31,6 +32,8 @@ PRECISIONS = ("fp32", "fp16", "bf16", "fp8")
 # kind -> good values (the generator picks from these, or from the hostile pools)
 GOOD: dict[str, tuple[str, ...]] = {
     "posint": ("1", "2", "4", "8", "16", "64"),
+    "samples": ("1000", "50000", "1000000"),
+    "epochs": ("1", "2", "3", "0.5"),
     "gpus": ("8", "16", "64", "256"),
     "degree": ("1", "2", "4", "8"),
     "tokens": ("1T", "300B", "2e12", "15T", "50B", "1.5T"),
@@ -52,7 +55,19 @@ GOOD: dict[str, tuple[str, ...]] = {
     "objective": ("cost", "time", "energy"),
     "vendor": ("nvidia", "amd", "intel", "huawei"),
     "acquisition": ("cloud", "own", "any"),
-    "recompute": ("none", "selective", "full"),
+    "recompute": ("none", "selective", "full", "op", "modules"),
+    "stack": ("megatron", "nemo", "torchtitan", "fsdp", "deepspeed"),
+    "confidence": ("0.5", "0.7", "0.9"),
+    "watts": ("300", "450", "700", "1000"),
+    "grad-dtype": ("fp32", "bf16"),
+    "stage-layers": ("0", "1", "2", "4", "8"),
+    "offload": ("optimizer", "params", "grads", "activations", "optimizer,params",
+                "optimizer,grads,params", "activations,optimizer"),
+    "rmodules": ("core_attn", "mlp", "layernorm", "core_attn,mlp", "moe", "moe_act"),
+    "method": ("full", "lora", "qlora", "freeze"),
+    "lora-targets": ("attn", "mlp", "all"),
+    "quant": ("none", "nf4", "int8", "fp8"),
+    "format": ("text", "csv", "markdown"),
     "optimizer": ("adamw", "sgd", "adafactor"),
     "zero": ("0", "1", "2", "3"),
     "cloud": ("aws", "gcp", "azure", "lambda"),
@@ -65,7 +80,14 @@ GOOD: dict[str, tuple[str, ...]] = {
            "electricity_usd_per_kwh", "nvlink4"),
 }
 CHOICE_KINDS = {"pricing", "cloud-pricing", "scenario", "precision", "objective", "vendor",
-                "acquisition", "recompute", "optimizer", "zero", "gpu", "system", "model", "offer"}
+                "acquisition", "recompute", "optimizer", "zero", "gpu", "system", "model", "offer",
+                "stack", "grad-dtype", "method", "lora-targets", "quant", "format"}
+# comma lists: each part must be one of these (an empty part is junk too)
+LIST_KINDS = {"offload": ("optimizer", "params", "grads", "activations"),
+              "rmodules": ("core_attn", "mlp", "moe", "moe_act", "layernorm")}
+# hostile comma lists for the list kinds: junk parts, empty parts, a part repeated
+HOSTILE_LIST = ("optimizer,junk", ",", "params,,grads", "optimizer,optimizer", "core_attn,bogus",
+                "mlp,", " , ", "ALL", "optimizer;params")
 
 
 def _float(value: str) -> float | None:
@@ -91,6 +113,27 @@ def invalid(kind: str, value: str) -> str:
         return "an empty value or '--'"
     if kind in ("cloud", "region", "family", "id"):
         return ""  # free text: an unknown one may just match nothing
+    if kind in LIST_KINDS:
+        parts = [x.strip().lower() for x in value.split(",")]
+        bad = [x for x in parts if x not in LIST_KINDS[kind]]
+        return f"unknown part {bad[0]!r}" if bad else ""
+    if kind == "stage-layers":
+        try:
+            n = int(value)
+        except ValueError:
+            return "not a whole number"
+        return "negative or beyond any model's layers" if not 0 <= n <= 10_000 else ""
+    if kind in ("confidence", "watts", "epochs"):
+        v = _float(value)
+        if v is None or not math.isfinite(v):
+            return "not a finite number"
+        if kind == "confidence" and not 0.5 <= v <= 0.9:
+            return "a quantile outside 0.5..0.9"
+        if kind == "watts" and v > 10_000:
+            return "a power cap above 10 kW per GPU"
+        return "must be positive" if v <= 0 else ""
+    if kind == "samples":
+        kind = "posint"
     if kind in ("posint", "gpus", "degree", "nodes", "seq", "batch"):
         try:
             return "below 1" if int(value) < 1 else ""  # int() takes ' 8 ', '1_000', '٨'
@@ -109,6 +152,8 @@ def invalid(kind: str, value: str) -> str:
         v = _count(value)
         if v is None or not math.isfinite(v):
             return "not a finite token count"
+        if v > 1e18:  # workload.MAX_TOKENS
+            return "more than 1e18 tokens"
         return "fewer than one token" if v < 1 else ""
     if kind == "money":
         v = _count(value)

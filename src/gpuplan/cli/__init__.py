@@ -169,6 +169,19 @@ def fraction(text: str) -> float:
     return v
 
 
+MAX_WATTS = 10_000.0  # a power cap per GPU: 7x the largest TDP in the catalog (GB300, 1,400 W)
+
+
+@bounded(0, MAX_WATTS, exclusive=True)
+def watts(text: str) -> float:
+    """A GPU power cap in watts: above 0 and at most MAX_WATTS (a typed 1e30 is a typo)."""
+    v = positive_float(text)
+    if v > MAX_WATTS:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {MAX_WATTS:,.0f} W per GPU, got {quote(text)}")
+    return v
+
+
 @bounded(1)
 def pue(text: str) -> float:
     v = _finite(text)

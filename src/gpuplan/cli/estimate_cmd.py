@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import common_options, nonneg_float, positive_int
+from . import common_options, nonneg_float, positive_int, watts
 from .finetune_flags import add_finetune_options, finetune_args
 from .options import (
     add_batch_options,
@@ -90,7 +90,7 @@ def register(sub: Any) -> None:
     c.add_argument("--tokens", help="tokens to train on (2e12, 2T, 300B)")
     c.add_argument("--offer", help="cloud offer id: its price and its network")
     c.add_argument("--usd-per-gpu-hour", type=nonneg_float, help="price per GPU-hour")
-    c.add_argument("--power-limit-watts", type=float, help="GPU power cap in watts: peak "
+    c.add_argument("--power-limit-watts", type=watts, help="GPU power cap in watts: peak "
                    "FLOP/s scale with (cap / TDP)^(1/3) (docs/calibration.md)")
     c.add_argument("--pricing", help="on-demand, spot, reserved-1y, reserved-3y, savings-plan "
                    "(-1y/-3y), capacity-block or own")

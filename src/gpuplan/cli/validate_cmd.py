@@ -70,6 +70,28 @@ def _filter(results: list[Any], family: str | None) -> list[Any]:
 RESIDUALS_AS_OF = "2026-11-30"
 
 
+def check_modes(args: argparse.Namespace) -> None:
+    """--memory and --finetune are their own validations: neither takes the main one's flags
+    (nor the other); --residuals prints TOML under --calibrate. One line when they clash."""
+    from ..errors import ConfigError
+
+    modes = [f"--{m}" for m in ("memory", "finetune") if getattr(args, m)]
+    main_flags = [f for f, on in (("--family", args.family is not None),
+                                  ("--cross-validate", args.cross_validate),
+                                  ("--calibrate", args.calibrate),
+                                  ("--residuals", args.residuals)) if on]
+    if len(modes) > 1:
+        raise ConfigError("--memory and --finetune are separate validations; give one of them")
+    if modes and main_flags:
+        raise ConfigError(f"{modes[0]} validates its own data set and takes no {main_flags[0]}; "
+                          f"drop {main_flags[0]} or run it without {modes[0]}")
+    if args.residuals and not args.calibrate:
+        raise ConfigError("--residuals prints the residual table of --calibrate: give "
+                          "--calibrate --residuals")
+    if args.residuals and args.json:
+        raise ConfigError("--residuals prints TOML (data/residuals.toml), not JSON; drop --json")
+
+
 def run(args: argparse.Namespace) -> int:
     from ..catalog import load_catalog
     from ..report import validation as rv
@@ -77,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
     from ..search.hardware import efficiency_rows
     from ..validation import calibrate, cross_validate, validate_runs
 
+    check_modes(args)
     cat = load_catalog(args.catalog)
     if args.memory:
         from ..validation_memory import validate_memory
