@@ -203,7 +203,11 @@ def _value():
     return st.one_of(st.none(), st.booleans(), st.integers(-10, 10**6),
                      st.floats(allow_nan=False, allow_infinity=False),
                      st.sampled_from(["llama3-8b", "h100-sxm", "1T", "0", "-1", "nan", "inf",
-                                      "1e400", "cn", "own", "spot", "dgx-h100", "", "--help"]),
+                                      "1e400", "cn", "own", "spot", "dgx-h100", "", "--help",
+                                      # the values of the #11-#15 fields, good and junk
+                                      "lora", "qlora", "freeze", "nf4", "torchtitan", "params",
+                                      "optimizer,junk", "core_attn,mlp", "moe", "1e300", "0.9",
+                                      "mi300x"]),
                      st.text(max_size=12), st.lists(st.sampled_from(["h100-sxm", "x", "spot"]),
                                                     max_size=2))
 

@@ -1,7 +1,8 @@
 """Sort a fuzz outcome into classes; every class but 'ok' is a defect.
 
 - traceback: an exception escaped `main()`, or a process printed a traceback / exited 1
-- hang: the case ran past the limit (5 s)
+- hang: the case ran past the limit (5 CPU s; 20 for the documented slow --cross-validate
+  and --residuals)
 - nonfinite: inf/NaN or a negative number in an answer (text or JSON) that exited 0
 - bad_accepted: an input the generator knows is invalid exited 0
 - invariant: an answer that contradicts itself (JSON that does not parse, parts that do not sum
