@@ -99,7 +99,8 @@ def _mutate(rng: random.Random, base: dict[str, list[str]], table: dict[str, str
     for _ in range(n):
         flag = rng.choice(sorted(table))
         value = _value(rng, table[flag])
-        if flag in REPEATABLE and flag in base and rng.random() < 0.3:
+        # repeatable only where the flag appends (plan, tco); elsewhere the last value wins
+        if flag in REPEATABLE and flag in base and rng.random() < 0.3 and table in (PLAN, TCO):
             base[flag].append(value)
         else:
             base[flag] = [value]
