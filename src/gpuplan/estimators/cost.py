@@ -45,8 +45,10 @@ ADAMW_CHECKPOINT_BYTES_PER_PARAM = 14.0
 # --- input checks (bad input is a ConfigError with one line, never a traceback) -------------
 def _nonneg(name: str, x: Any) -> np.ndarray:
     a = np.asarray(x, dtype=float)
+    if (a >= 0).all():  # the common case, checked without building the mask twice
+        return a
     bad = ~(a >= 0)  # negative or nan
-    if np.any(bad):
+    if bad.any():
         raise ConfigError(
             f"{name} must be a number >= 0, got {np.ravel(a[bad] if a.ndim else a)[0]:g}; "
             "fix the value"
