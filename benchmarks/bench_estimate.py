@@ -1,10 +1,9 @@
 """Time of ONE configuration's step-time estimate, in process, beside llm-analysis 0.2.2.
 
 Run from the repository root:  PYTHONPATH=src python benchmarks/bench_estimate.py
-(in an environment that also has llm-analysis 0.2.2, e.g. /work/venv-la/bin/python, it is timed
-in the same process; otherwise in its own process when one is found: --la-python,
-$LLM_ANALYSIS_PYTHON, /work/venv-la or benchmarks/.venv-llm-analysis). llm-analysis is never
-a dependency of gpuplan.
+(in an environment that also has llm-analysis 0.2.2 it is timed in the same process; otherwise
+in its own process when one is found: --la-python, $LLM_ANALYSIS_PYTHON or
+benchmarks/.venv-llm-analysis). llm-analysis is never a dependency of gpuplan.
 
 Prints microseconds per call, all measured in one run (so their ratios hold on a busy machine):
   * `timing.step_time` on a grid of one (the vectorized model),
@@ -69,7 +68,7 @@ def per_call_us(f, n: int) -> float:
 
 
 def la_python(given: str | None) -> Path | None:
-    for cand in (given, os.environ.get("LLM_ANALYSIS_PYTHON"), "/work/venv-la/bin/python",
+    for cand in (given, os.environ.get("LLM_ANALYSIS_PYTHON"),
                  str(HERE / ".venv-llm-analysis" / "bin" / "python")):
         if cand and Path(cand).exists():
             return Path(cand)
