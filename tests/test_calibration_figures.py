@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpuplan.report.fmt import pct
-from gpuplan.report.validation import to_json
+from gpuplan.report.validation import summary_figures
 from gpuplan.validation import (
     calibration_set_reason,
     cross_validate,
@@ -136,20 +136,6 @@ def test_coarse_moe_fit_run_holds_under_cross_validation(cv):
 
 # --- the figures the documents quote ------------------------------------------------------------
 
-def _figures(results, cv) -> dict[str, tuple[str, int, str, str]]:
-    """label -> (sample, runs, median, worst) as `validate --json` computes and prints them."""
-    out = {}
-    for mode, data in (("catalog constants", to_json(results)),
-                       ("leave-one-source-out", to_json(cv, cross_validated=True))):
-        for key, what in (("fit_rows", "fit runs"), ("holdout", "hold-out runs"),
-                          (None, "all known runs")):
-            s = data[key] if key else data
-            word = {"in": "in-sample", "out": "out-of-sample", "mixed": "mixed"}[s["sample"]]
-            out[f"{what}, {mode}"] = (word, s["n"], pct(s["median_abs_error_pct"]),
-                                      pct(s["worst_abs_error_pct"]))
-    return out
-
-
 TABLE_ROW = re.compile(r"^\| ([^|]+?) \| (in-sample|out-of-sample|mixed) \| (\d+) \| "
                        r"([\d.]+%) \| ([\d.]+%) \|$", re.M)
 
@@ -162,7 +148,7 @@ def test_calibration_doc_figures_match_validate(results, cv):
     start, end = text.index("<!-- validate-figures -->"), text.index("<!-- /validate-figures -->")
     text = text[start:end]
     quoted = {m[1]: (m[2], int(m[3]), m[4], m[5]) for m in TABLE_ROW.finditer(text)}
-    assert quoted == _figures(results, cv)
+    assert quoted == summary_figures(results, cv)
 
 
 README_OUT = re.compile(r"out of sample, the median \|error\| is ([\d.]+%) over the (\d+) "
@@ -176,7 +162,7 @@ def test_readme_figures_match_validate(results, cv):
     text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     m = README_OUT.search(text)
     assert m, "README.md states no out-of-sample figure in the expected sentence"
-    f = _figures(results, cv)
+    f = summary_figures(results, cv)
     held = f["hold-out runs, catalog constants"]
     loso = f["all known runs, leave-one-source-out"]
     fit = f["fit runs, catalog constants"]

@@ -15,8 +15,7 @@ import sys
 from pathlib import Path
 
 from gpuplan.catalog import load_catalog
-from gpuplan.report.fmt import pct
-from gpuplan.report.validation import to_json
+from gpuplan.report.validation import summary_figures
 from gpuplan.validation import cross_validate, validate_runs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,17 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def figures() -> dict[str, tuple[str, int, str, str]]:
     cat = load_catalog()
-    out = {}
-    for mode, data in (("catalog constants", to_json(validate_runs(cat))),
-                       ("leave-one-source-out", to_json(cross_validate(cat),
-                                                        cross_validated=True))):
-        for key, what in (("fit_rows", "fit runs"), ("holdout", "hold-out runs"),
-                          (None, "all known runs")):
-            s = data[key] if key else data
-            word = {"in": "in-sample", "out": "out-of-sample", "mixed": "mixed"}[s["sample"]]
-            out[f"{what}, {mode}"] = (word, s["n"], pct(s["median_abs_error_pct"]),
-                                      pct(s["worst_abs_error_pct"]))
-    return out
+    return summary_figures(validate_runs(cat), cross_validate(cat))
 
 
 def doc_table(f: dict[str, tuple[str, int, str, str]]) -> str:

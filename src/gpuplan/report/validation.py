@@ -203,3 +203,19 @@ def render_memory_text(data: dict[str, Any]) -> str:
         out.append(f"refused by the model ({len(refused)}, kept out of the summary):")
         out += [f"  {r['id']}: {r['refused']}" for r in refused]
     return "\n".join(out)
+
+
+def summary_figures(results: list[Any], cv: list[Any]) -> dict[str, tuple[str, int, str, str]]:
+    """label -> (sample, runs, median, worst), as `validate --json` and `validate
+    --cross-validate --json` compute them and `validate` prints them: the figures README.md and
+    docs/calibration.md quote (tools/figures.py writes them, tests check them)."""
+    out = {}
+    for mode, data in (("catalog constants", to_json(results)),
+                       ("leave-one-source-out", to_json(cv, cross_validated=True))):
+        for key, what in (("fit_rows", "fit runs"), ("holdout", "hold-out runs"),
+                          (None, "all known runs")):
+            s = data[key] if key else data
+            word = {"in": "in-sample", "out": "out-of-sample", "mixed": "mixed"}[s["sample"]]
+            out[f"{what}, {mode}"] = (word, s["n"], pct(s["median_abs_error_pct"]),
+                                      pct(s["worst_abs_error_pct"]))
+    return out
