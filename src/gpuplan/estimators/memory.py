@@ -68,15 +68,20 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import ADAFACTOR, ADAMW, FP8, FP32, R_NONE, SGD, Layout, ModelSpec
+from ..spec import ADAFACTOR, ADAMW, FP8, FP32, SGD, Layout, ModelSpec
 from ..workload import finetune_of
 from . import buffers as bufm
 from . import finetune
+from .activations import (
+    inflight_microbatches,
+    layer_activation_bytes,
+    layer_recompute_transient_bytes,
+    layer_terms,
+)
 from .buffers import logits_bytes
 from .recompute import (
     offload_state,
     offloaded_activations,
-    op_bytes,
     stored_bytes,
     transient_bytes,
 )
@@ -84,7 +89,6 @@ from .shapes import (
     StageParams,
     act_element_bytes,
     expert_shard_group,
-    kv_width_per_rank,
     pipeline_stages,
     shard_group,
     sharded_params,
@@ -95,24 +99,6 @@ __all__ = ["MemoryBreakdown", "memory_breakdown", "layer_activation_bytes",
            "layer_recompute_transient_bytes", "model_state_bytes_per_param",
            "adafactor_state_per_param", "logits_bytes", "inflight_microbatches",
            "stage_breakdowns", "most_loaded_total"]
-
-# SwiGLU MLP tensors saved for backward, in units of s*b*ffn elements, for the unfused PyTorch
-# form w2(silu(w1 x) * w3 x) (Hugging Face Llama, torchtitan): w1 x, silu(w1 x), w3 x, product.
-# (Megatron-LM's fused bias-SwiGLU saves 3: the concatenated w1x|w3x and the product.)
-SWIGLU_SAVED_FFN = 4
-# GELU MLP: the GELU input and the fc2 input (Korthikanti et al. 2022, 4.1: 8sbh + 8sbh at 4h).
-GELU_SAVED_FFN = 2
-# Squared-ReLU MLP fc2(relu(fc1 x)^2) (Nemotron-4; Megatron-LM `--squared-relu`:
-# megatron/core/activations.py squared_relu = torch.pow(F.relu(x), 2) under jit_fuser, run
-# unfused by core/transformer/mlp.py, whose bias-activation fusion covers only gelu and swiglu):
-# relu saves its OUTPUT, not the fc1 output (PyTorch tools/autograd/derivatives.yaml: relu's
-# backward is threshold_backward(grad, result, 0)); pow(., 2) saves its input, the same relu
-# output (one tensor); fc2 saves its input, the squared output. So 2, as for GELU. Measured on
-# an H200 (torch 2.11, bf16, 4096 tokens x ffn 8192): 2.0 x tokens*ffn*2 B kept after the
-# forward, eager, torch.jit.script and torch.compile alike, and 2.0 for GELU.
-RELU2_SAVED_FFN = 2
-MLP_SAVED_FFN = {"gelu": GELU_SAVED_FFN, "relu2": RELU2_SAVED_FFN, "swiglu": SWIGLU_SAVED_FFN}
-
 
 # --- model state -------------------------------------------------------------------------------
 # Bytes per parameter by precision code (fp32, fp16, bf16, fp8).
@@ -154,122 +140,6 @@ def model_state_bytes_per_param(
     per_opt = np.array([0.0, 0.0, 0.0])
     per_opt[ADAMW], per_opt[SGD], per_opt[ADAFACTOR] = 8.0, 4.0, 4.0 * adafactor_state
     return _WEIGHT_B[p], _GRAD_B[p], _MASTER_B[p] + per_opt[o]
-
-
-# --- activations -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _LayerActs:
-    """Stored bytes per layer and micro-batch by recompute mode (`recompute.py`)."""
-
-    none: Any
-    selective: Any
-    full: Any  # the checkpointed layer input
-    op: Any  # torchtitan per-op selective checkpointing
-    norm_out: Any  # the two norm outputs (QKV and MLP inputs): dropped by layernorm
-    mlp: Any  # the MLP's saved tensors (MoE: experts and router): dropped by mlp / moe
-    act_half: Any  # half of the expert tensors (the fc2 inputs): dropped by moe_act
-
-
-def _layer_acts(model: ModelSpec, *, seq_len: Any, micro_batch: Any, tp: Any = 1, cp: Any = 1,
-                sp: Any = True, flash: Any = True, precision: Any = 2, dropout: Any = False,
-                moe: bool = False) -> _LayerActs:
-    """The terms of `layer_activation_bytes` (formulas documented there)."""
-    t = np.asarray(tp)
-    e = act_element_bytes(precision)
-    drop = np.asarray(dropout)
-    flash_ = np.asarray(flash, bool)
-    t_seq = np.where(np.asarray(sp, bool), t, 1)  # SP splits the replicated part too
-    sb = tokens_per_rank(seq_len, micro_batch, cp)
-    esb = e * sb
-    h, a, q = model.hidden, model.heads, model.heads * model.d_head
-    # norm inputs (2), QKV input, MLP input; 1-byte dropout masks after attention-out and MLP
-    replicated = (esb * (4 * h) + drop * (2 * h) * sb) / t_seq
-    q_out = esb * (2 * q) / t  # Q and the out-projection input (= K, V repeated to all heads)
-    kv_compact = esb * 2 * kv_width_per_rank(model, t)
-    stats = sb * (4.0 * a) / t  # flash attention: fp32 log-sum-exp per query and head
-    # a*s^2*b: softmax output e, with dropout its output e and a 1-byte mask
-    score = sb * np.asarray(seq_len) * a * (e + drop * (e + 1)) / t
-    mlp = esb * _mlp_saved(model, moe) / t
-    act_half = mlp / 2.0 if moe else 0.0 * esb  # half of the expert tensors: moe_act drops
-    if moe:
-        mlp = mlp + 4.0 * sb * model.experts  # router probabilities, fp32, replicated
-    common = replicated + q_out + mlp
-    none = common + np.where(flash_, kv_compact + stats, q_out + score)
-    selective = common + kv_compact + flash_ * stats
-    return _LayerActs(none=none, selective=selective, full=esb * h / t_seq,
-                      op=op_bytes(model, esb, t, t_seq, stats, mlp, moe),
-                      norm_out=esb * (2 * h) / t_seq, mlp=mlp, act_half=act_half)
-
-
-def layer_activation_bytes(
-    model: ModelSpec,
-    *,
-    seq_len: Any,
-    micro_batch: Any,
-    tp: Any = 1,
-    cp: Any = 1,
-    sp: Any = True,
-    flash: Any = True,
-    recompute: Any = R_NONE,
-    precision: Any = 2,
-    dropout: Any = False,
-    moe: bool = False,
-    recompute_modules: Any = 1,
-    recompute_every: Any = 1,
-) -> Any:
-    """Bytes one transformer layer keeps for backward, per micro-batch, per GPU.
-
-    Modes beyond none/selective/full: `estimators/recompute.py`.
-    Korthikanti et al. 2022 (arXiv 2205.05198) eq. 1-4, fp16, MHA, GELU MLP of 4h, dropout on:
-      none: s*b*h*(34 + 5*a*s/h); TP+SP: that / t; TP without SP: s*b*h*(10 + 24/t + 5as/(ht));
-      selective (recompute core attention): 34*s*b*h/t; full: 2*s*b*h (/t with SP).
-    Generalised, with e = bytes per element (4 fp32, 2 otherwise):
-      replicated part (not split by TP unless SP): e*s*b*h*(2 norm inputs + QKV input + MLP
-        input) + 1 B masks after attention-out and MLP when dropout (2*s*b*h);
-      TP-split part: e*s*b*(q + 2*kv + q) for Q, K, V and the out-projection input
-        (non-flash attention saves K and V repeated to all heads, as Megatron-LM and Hugging Face
-        eager attention do; flash attention and selective recompute keep them compact: the
-        checkpointed core attention receives them before Megatron-LM repeats them), plus the
-        MLP's saved tensors e*s*b*ffn*(2 GELU | 2 squared ReLU | 4 SwiGLU); MoE: k routed +
-        shared experts' MLP tensors, their input copies, and the fp32 router probabilities
-        (4*s*b*E);
-      score part (non-flash, no recompute): a*s^2*b*(e softmax + dropout: e output + 1 mask);
-      flash keeps fp32 softmax statistics 4*a*s*b instead (Dao et al. 2022, arXiv 2205.14135).
-    Context parallelism divides the sequence by cp (the score part keeps all keys: a*(s/cp)*s*b).
-    """
-    acts = _layer_acts(model, seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sp=sp,
-                       flash=flash, precision=precision, dropout=dropout, moe=moe)
-    return stored_bytes(acts, recompute, recompute_modules, recompute_every, moe)
-
-
-def _mlp_saved(model: ModelSpec, moe: bool) -> float:
-    """Saved MLP elements per token: GELU and squared ReLU 2*ffn, SwiGLU 4*ffn (MLP_SAVED_FFN);
-    MoE: (k + shared) experts."""
-    per = MLP_SAVED_FFN[model.mlp]
-    if not moe:
-        return per * model.ffn
-    k = model.experts_per_token + model.shared_experts
-    return k * (per * model.expert_ffn + model.hidden)  # + each expert's input copy
-
-
-def layer_recompute_transient_bytes(model: ModelSpec, *, recompute: Any,
-                                    recompute_modules: Any = 1, recompute_every: Any = 1,
-                                    **kw: Any) -> Any:
-    """Extra bytes alive while one layer is recomputed in backward (one micro-batch)."""
-    return transient_bytes(_layer_acts(model, **kw), recompute, recompute_modules,
-                           recompute_every, bool(kw.get("moe", False)))
-
-
-def inflight_microbatches(pp: Any, vpp: Any, microbatches: Any, rank: Any = 0) -> Any:
-    """Micro-batches of activations on pipeline rank `rank` (0 = the first stage).
-
-    1F1B: min(pp - k, m) (Narayanan et al. 2021, arXiv 2104.04473, section 2.2.1);
-    interleaved with vpp chunks: pp + (pp - 1 - 2k) / vpp (Megatron-LM's warm-up chunks + 1,
-    over vpp; k = 0: Korthikanti et al. 2022, section 4.2.3), also capped at m.
-    """
-    pp, vpp, k = np.asarray(pp), np.asarray(vpp), np.asarray(rank)
-    held = np.where(vpp > 1, pp + (pp - 1 - 2 * k) / vpp, pp - k)
-    return np.maximum(np.minimum(held, microbatches), 1.0)
 
 
 # --- the breakdown -----------------------------------------------------------------------------
@@ -441,12 +311,12 @@ def _per_layer(model: ModelSpec, L: Layout) -> _PerLayer:
     kw = dict(seq_len=L.seq_len, micro_batch=L.micro_batch, tp=tp, cp=cp, sp=L.sp,
               precision=np.asarray(L.precision, dtype=np.intp))
     mods, every = L.recompute_modules, L.recompute_every
-    dense = _layer_acts(model, flash=L.flash, dropout=L.dropout, **kw)
+    dense = layer_terms(model, flash=L.flash, dropout=L.dropout, **kw)
     dense_stored = stored_bytes(dense, rc, mods, every)
     dense_transient = transient_bytes(dense, rc, mods, every)
     moe_stored, moe_transient = dense_stored, dense_transient  # a dense model: the same layers
     if model.is_moe:
-        moe = _layer_acts(model, flash=L.flash, dropout=L.dropout, moe=True, **kw)
+        moe = layer_terms(model, flash=L.flash, dropout=L.dropout, moe=True, **kw)
         moe_stored = stored_bytes(moe, rc, mods, every, True)
         moe_transient = transient_bytes(moe, rc, mods, every, True)
     saved, live = logits_bytes(model, **kw)
