@@ -14,7 +14,7 @@ from .options import (
     add_site_options,
     check_format,
     model_args,
-    print_tables,
+    print_result,
     site_args,
     wants_json,
     write_html,
@@ -124,7 +124,6 @@ def estimate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from .. import api
     from ..report.estimate import render_text, to_json
-    from ..report.fmt import dumps
     from .export_cmd import check_output
 
     check_output(args.html, args.force)
@@ -132,8 +131,4 @@ def run(args: argparse.Namespace) -> int:
     result = api.estimate(**estimate_kwargs(args))
     doc = to_json(result) if wants_json(args) else {}
     write_html("estimate", doc, args)
-    if args.format != "text":
-        print_tables("estimate", doc, args)
-        return 0
-    print(dumps(doc) if args.json else render_text(result))
-    return 0
+    return print_result("estimate", doc, args, lambda: render_text(result))

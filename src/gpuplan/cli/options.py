@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from . import fraction, nonneg_float, positive_float, positive_int, pue
@@ -105,6 +106,19 @@ def print_tables(kind: str, doc: dict[str, Any], args: argparse.Namespace) -> No
     from ..report.tables import render
 
     sys.stdout.write(render(kind, doc, args.format))
+
+
+def print_result(kind: str, doc: dict[str, Any], args: argparse.Namespace,
+                 text: Callable[[], str]) -> int:
+    """What plan, estimate and tco print once --html is written: --format's tables, --json's
+    document or the text report (`text` renders it only when it is printed)."""
+    from ..report.fmt import dumps
+
+    if args.format != "text":
+        print_tables(kind, doc, args)
+    else:
+        print(dumps(doc) if args.json else text())
+    return 0
 
 
 def write_html(kind: str, doc: dict[str, Any], args: argparse.Namespace) -> None:

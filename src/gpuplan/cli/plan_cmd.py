@@ -16,7 +16,7 @@ from .options import (
     add_site_options,
     check_format,
     model_args,
-    print_tables,
+    print_result,
     site_args,
     wants_json,
     write_html,
@@ -162,7 +162,6 @@ def _export(doc: dict[str, Any], args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from .. import api
-    from ..report.fmt import dumps
     from ..report.plan import render_text, to_json
     from .export_cmd import write_or_print
 
@@ -176,9 +175,5 @@ def run(args: argparse.Namespace) -> int:
         write_or_print(_export(doc, args), args.output, args.force)
         if not args.output:
             return 0
-    if args.format != "text":
-        print_tables("plan", doc, args)
-        return 0
-    print(dumps(doc) if args.json else render_text(result, timing=not args.no_timing,
-                                                   request=request))
-    return 0
+    return print_result("plan", doc, args, lambda: render_text(
+        result, timing=not args.no_timing, request=request))

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..search.inputs import flag_name, input_bounds
 from . import bounded, common_options
-from .options import add_report_options, check_format, print_tables, wants_json, write_html
+from .options import add_report_options, check_format, print_result, wants_json, write_html
 
 EXAMPLES = """examples:
   gpuplan tco --system dgx-h100 --nodes 4 --years 4 --utilization 0.7 --electricity 0.12 --pue 1.3
@@ -106,7 +106,6 @@ def tco_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report.fmt import dumps
     from ..report.tco import render_text, to_json
     from ..search.ownership import tco
     from .export_cmd import check_output
@@ -116,8 +115,4 @@ def run(args: argparse.Namespace) -> int:
     result = tco(**tco_kwargs(args))
     doc = to_json(result) if wants_json(args) else {}
     write_html("tco", doc, args)
-    if args.format != "text":
-        print_tables("tco", doc, args)
-        return 0
-    print(dumps(doc) if args.json else render_text(result))
-    return 0
+    return print_result("tco", doc, args, lambda: render_text(result))
