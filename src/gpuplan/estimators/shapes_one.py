@@ -13,8 +13,7 @@ import math
 from typing import Any
 
 from ..spec import FP8, M_CORE_ATTN, M_MLP, M_MOE, R_FULL, R_MODULES, R_OP, R_SELECTIVE, ModelSpec
-from .compute import FWD_BWD, LOGITS_BYTES_PER_VOCAB, ROUTER_BYTES_PER_EXPERT, _attention_dims
-from .recompute import op_recompute_fwd_flops
+from .compute import FWD_BWD, LOGITS_BYTES_PER_VOCAB, ROUTER_BYTES_PER_EXPERT, flops_per_token
 
 INF, NAN = math.inf, math.nan
 
@@ -153,25 +152,11 @@ def sharded(p: tuple[float, float], dp: float, cp: float, ep: float, on: bool,
 
 
 def flops(model: ModelSpec, s: float) -> dict[str, float]:
-    """compute.flops_per_token: model, attention, lm_head and the recompute parts."""
-    L, h = model.layers, model.hidden
-    q_width, v_width = _attention_dims(model)
-    out_params = v_width * h
-    qkv = FWD_BWD * 2.0 * L * (model.attention_params_per_layer() - out_params)
-    out_proj = FWD_BWD * 2.0 * L * out_params
-    attention = FWD_BWD * L * 2.0 * s * (q_width + v_width)
-    dense_layers = L - model.moe_layers
-    mlp = FWD_BWD * 2.0 * dense_layers * model.dense_mlp_params()
-    router = 0.0
-    if model.is_moe:
-        active = model.experts_per_token + model.shared_experts
-        mlp = mlp + FWD_BWD * 2.0 * model.moe_layers * active * model.expert_params()
-        router = FWD_BWD * 2.0 * model.moe_layers * h * model.experts
-    lm_head = FWD_BWD * 2.0 * h * model.vocab
-    dense_fwd = 2.0 * dense_layers * model.dense_mlp_params()
-    return dict(model=qkv + attention + out_proj + mlp + router + lm_head, attention=attention,
-                lm_head=lm_head, op_fwd=float(op_recompute_fwd_flops(model)),
-                dense_mlp_fwd=dense_fwd, moe_fwd=(mlp + router) / FWD_BWD - dense_fwd)
+    """compute.flops_per_token's parts that timing reads, as Python floats."""
+    fl = flops_per_token(model, s)
+    return dict(model=float(fl.model), attention=float(fl.attention), lm_head=float(fl.lm_head),
+                op_fwd=float(fl.op_fwd), dense_mlp_fwd=float(fl.dense_mlp_fwd),
+                moe_fwd=float(fl.moe_fwd))
 
 
 def full_share(rc: int, every: float) -> float:
