@@ -353,12 +353,11 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
         transient = np.maximum(np.where(P.dense_layers > 0, acts.dense_transient, 0.0),
                                np.where(P.moe_layers > 0, acts.moe_transient, 0.0))
         if ft is not None:  # fine-tuning: frozen base, adapters (estimators/finetune.py);
-            # the middle rank counts as a later stage (an upper bound for 'freeze')
-            keep = {k: d[k] for k in ("fp8_weights", "host_traffic")}
-            d, stored, transient = finetune.stage_parts(model, ft, P, L, (wb, gb, ob), stored,
-                                                        transient, emb == 1.0)
-            for k, v in keep.items():
-                d.setdefault(k, v)
+            # the middle rank counts as a later stage (an upper bound for 'freeze'); the parts
+            # it does not model (FP8 copies, host traffic) stay those of full training
+            ft_d, stored, transient = finetune.stage_parts(model, ft, P, L, (wb, gb, ob), stored,
+                                                           transient, emb == 1.0)
+            d = {**d, **ft_d}
         d["moe_tokens"] = np.where(P.moe_layers > 0, acts.moe_tokens, 0.0) * sb["moe_token_buffers"]
         held = inflight_microbatches(pp, L.vpp, m, rank)  # 1F1B: pp - rank (capped at m)
         kept = held * (stored + emb * acts.emb_mask)
