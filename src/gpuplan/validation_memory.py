@@ -3,9 +3,10 @@
 Every row of ``data/memory_runs.csv`` gives a run's complete layout, its software stack, what
 was measured and whether it is ``allocated`` (torch.cuda.max_memory_allocated: the tensors) or
 ``reserved`` (torch.cuda.max_memory_reserved: the caching allocator's peak, what torchtitan
-logs). The estimate's matching figure (`MemoryBreakdown.allocated` or `.reserved`) is compared
-with it, and a run recorded as having run (``ran = yes``) that the model predicts does not fit
-(reserved + runtime context > the GPU's memory) is counted. A run's settings that are not
+logs) or ``device`` (nvidia-smi's memory.used: reserved + the runtime context, the estimate's
+``total``). The estimate's matching figure is compared with it, and a run recorded as having
+run (``ran = yes``) that the model predicts does not fit (reserved + runtime context > the
+GPU's memory) is counted. A run's settings that are not
 layout fields come from their own columns: ``compiled_loss = yes`` (torch.compile'd loss).
 
 These rows are validation data only: no constant is fitted on them (docs/calibration.md).
@@ -28,13 +29,16 @@ from .spec import PRECISIONS, RECOMPUTE, STACKS, Layout, code
 from .units import GiB
 
 MEMORY_RUNS_FILE = "memory_runs.csv"
-KINDS = ("allocated", "reserved")
+KINDS = ("allocated", "reserved", "device")
+# what each kind of measurement is compared with: the tensors, the caching allocator's peak,
+# or what nvidia-smi shows (reserved + the runtime context outside the allocator)
+_PREDICTED = {"allocated": "allocated", "reserved": "reserved", "device": "total"}
 
 
 @dataclass(frozen=True, kw_only=True)
 class MemoryRunResult:
     id: str
-    kind: str  # 'allocated' or 'reserved' (what was measured, and what is compared)
+    kind: str  # 'allocated', 'reserved' or 'device' (what was measured, and what is compared)
     measured_gib: float
     predicted_gib: float | None  # None when the layout is refused
     error_pct: float | None  # (predicted - measured) / measured * 100
@@ -104,7 +108,7 @@ def validate_memory(cat: Catalog, rows: list[dict[str, str]] | None = None
                                        total_gib=None, fits=None, refused=str(err)))
             continue
         mem = memory_per_gpu(model, layout, _run_site(site, row))
-        pred = float(np.asarray(getattr(mem, row["kind"])).reshape(-1)[0]) / GiB
+        pred = float(np.asarray(getattr(mem, _PREDICTED[row["kind"]])).reshape(-1)[0]) / GiB
         total = float(np.asarray(mem.total).reshape(-1)[0]) / GiB
         out.append(MemoryRunResult(
             **base, predicted_gib=pred,
