@@ -196,9 +196,11 @@ def pp_unsharded_grad_bytes(grad_bytes: Any, sb: dict[str, Any]) -> Any:
 
 # DualPipe (DeepSeek-AI 2024, DeepSeek-V3 Technical Report, arXiv 2412.19437, section 3.2.1,
 # Table 2): each rank holds two pipeline stages (one per direction), so "parameter 2x", and
-# "activation PP + 1" micro-batches of a stage's layers, against 1F1B's PP.
-_STATE_PARTS = ("weights", "gradients", "optimizer", "grad_accum", "fp8_weights", "offloaded",
-                "host_traffic", "zero3_saving")  # not the one-layer gather / reduce buffers
+# "activation PP + 1" micro-batches of a stage's layers, against 1F1B's PP. The two copies are
+# the same parameters, so their (ZeRO-sharded) optimizer state is kept once, split over the
+# ranks that hold either copy (our reading: the report doubles only the parameters); the
+# weights, their gradients and FP8 copies are per copy.
+_STATE_PARTS = ("weights", "gradients", "grad_accum", "fp8_weights", "zero3_saving")
 
 
 def dualpipe_copies(state: dict[str, Any], dual: Any) -> dict[str, Any]:
