@@ -169,7 +169,7 @@ def test_deepseek_v3_published_layout_fits():
     It trained, so it must fit."""
     mods = sum(1 << RECOMPUTE_MODULES.index(m) for m in ("layernorm", "moe_act"))
     total, cap = _fits("deepseek-v3", 2048, lambda cat: buffers.from_table(cat.table("memory")),
-                       gpu="h800", tp=1, pp=16, ep=64, dp=128, zero=1, micro_batch=1, global_batch=15360,
-                       seq_len=4096, precision=FP8, recompute=R_MODULES,
+                       gpu="h800", tp=1, pp=16, ep=64, dp=128, zero=1, micro_batch=1,
+                       global_batch=15360, seq_len=4096, precision=FP8, recompute=R_MODULES,
                        recompute_modules=mods, stack=MEGATRON, schedule=S_DUALPIPE)
     assert total <= cap
