@@ -15,9 +15,11 @@ Conventions and sources (each formula is repeated beside its function):
   are taken to be the model-wide ratio).
 - FP8 follows NVIDIA Transformer Engine's default (without `fp8_model_init`): module weights stay
   in bf16 and each linear layer caches an fp8 copy of its weight for the step, so weights cost
-  2 + 1 = 3 B/param; gradients are bf16 and the optimizer keeps an fp32 master copy. FP8
-  activations are counted as bf16 (TE also keeps bf16 tensors for norms and activation functions;
-  counting its fp8 GEMM inputs at 1 B would lower the estimate by up to ~30%).
+  2 + 1 = 3 B/param; gradients are bf16 and the optimizer keeps an fp32 master copy. A stack
+  with FP8 primary weights (Megatron-Bridge's fp8_param_gather) keeps 1 B weights and no bf16
+  copy. Under FP8, GEMM inputs saved for the weight gradient cost the stack's `fp8_input_bytes`
+  (Transformer Engine's FP8 cast, 1 B; torchao keeps them in bf16); norms, attention and
+  activation-function tensors stay bf16 (`activations.layer_terms`).
 - Gradient accumulation in fp32 (Megatron-LM's `main_grad` buffer, which its distributed
   optimizer keeps at 4 B/param for bf16 training: 6 + 12/d B/param in total): when precision is
   mixed and there is more than one micro-batch per step, gradients cost 4 B/param instead of 2;
@@ -36,7 +38,10 @@ Conventions and sources (each formula is repeated beside its function):
   With a shard group of 1 nothing is sharded or gathered (FSDP switches to NO_SHARD); experts
   whose group dp*cp/ep is 1 are neither. So ZeRO-3 can need more than ZeRO-2 when a stage holds
   few layers or the group is small: it keeps its shard *and* the gathered copy; the breakdown
-  carries `gathered` and `zero3_saving` so a report can say so.
+  carries `gathered` and `zero3_saving` so a report can say so. Under pipeline parallelism a
+  stack with `pp_unsharded_step` (torchtitan, FSDP2 through torch.distributed.pipelining)
+  keeps the whole stage gathered and accumulates its gradients unsharded, in the reduce
+  dtype, until the last micro-batch (`buffers.pp_unsharded_grad_bytes`).
 - Tensor parallelism (Megatron-LM, Shoeybi et al. 2019, arXiv 1909.08053): attention and MLP
   matrices are split by tp; embeddings and the LM head are vocabulary-parallel (/tp); norm and
   router weights are replicated. KV heads are split by tp, or replicated when tp > kv_heads.
@@ -47,8 +52,10 @@ Conventions and sources (each formula is repeated beside its function):
   1F1B schedule rank k holds min(pp - k, m) micro-batches of activations (Narayanan et al.
   2021, arXiv 2104.04473); interleaved with vpp chunks, pp + (pp - 1 - 2k) / vpp micro-batches'
   worth of its layers (Megatron-LM's warm-up of (pp - k - 1) * 2 + (vpp - 1) * pp chunks, + 1;
-  k = 0 is Korthikanti et al. 2022, arXiv 2205.05198, section 4.2.3). The most loaded GPU is
-  the first, the last or the second rank (the busiest middle one), whichever total is largest.
+  k = 0 is Korthikanti et al. 2022, arXiv 2205.05198, section 4.2.3); DualPipe (DeepSeek-V3,
+  arXiv 2412.19437, Table 2) pp + 1, with two stages' weights and gradients per rank
+  (`buffers.dualpipe_copies`). The most loaded GPU is the first, the last or the second rank
+  (the busiest middle one), whichever total is largest.
 - Activations per layer: Korthikanti et al. 2022 (arXiv 2205.05198), section 4, generalised to
   GQA, SwiGLU and squared ReLU (MLP_SAVED_FFN), flash attention, dropout on/off and fp32; see
   `layer_activation_bytes`.
