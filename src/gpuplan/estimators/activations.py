@@ -139,6 +139,10 @@ def layer_activation_bytes(
       score part (non-flash, no recompute): a*s^2*b*(e softmax + dropout: e output + 1 mask);
       flash keeps fp32 softmax statistics 4*a*s*b instead (Dao et al. 2022, arXiv 2205.14135).
     Context parallelism divides the sequence by cp (the score part keeps all keys: a*(s/cp)*s*b).
+    By stack (`layer_terms`' fp8_input_bytes, swiglu_saved; memory.py passes the stack's): under
+    FP8 the GEMM inputs (QKV and MLP inputs, out-projection and fc2 inputs, expert input copies)
+    cost fp8_input_bytes each, and flash attention then keeps its own 16-bit output beside the
+    out-projection's FP8 input; SwiGLU saves swiglu_saved ffn tensors (3 fused, 4 unfused).
     """
     acts = layer_terms(model, seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sp=sp,
                        flash=flash, precision=precision, dropout=dropout, moe=moe)
