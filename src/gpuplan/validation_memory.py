@@ -3,9 +3,11 @@
 Every row of ``data/memory_runs.csv`` gives a run's complete layout, its software stack, what
 was measured and whether it is ``allocated`` (torch.cuda.max_memory_allocated: the tensors) or
 ``reserved`` (torch.cuda.max_memory_reserved: the caching allocator's peak, what torchtitan
-logs). The estimate's matching figure (`MemoryBreakdown.allocated` or `.reserved`) is compared
-with it, and a run recorded as having run (``ran = yes``) that the model predicts does not fit
-(reserved + runtime context > the GPU's memory) is counted.
+logs) or ``device`` (nvidia-smi's memory.used: reserved + the runtime context, the estimate's
+``total``). The estimate's matching figure is compared with it, and a run recorded as having
+run (``ran = yes``) that the model predicts does not fit (reserved + runtime context > the
+GPU's memory) is counted. A run's settings that are not
+layout fields come from their own columns: ``compiled_loss = yes`` (torch.compile'd loss).
 
 These rows are validation data only: no constant is fitted on them (docs/calibration.md).
 A row whose layout the model refuses (e.g. an uneven pipeline split) is reported with the
@@ -14,25 +16,29 @@ refusal and kept out of the error summary.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from .catalog import Catalog, read_package_csv
 from .errors import CatalogError, GpuplanError
-from .search.evaluate import memory_per_gpu, site_from_catalog
+from .estimators.buffers import LEGACY
+from .search.evaluate import Site, memory_per_gpu, site_from_catalog
 from .spec import PRECISIONS, RECOMPUTE, STACKS, Layout, code
 from .units import GiB
 
 MEMORY_RUNS_FILE = "memory_runs.csv"
-KINDS = ("allocated", "reserved")
+KINDS = ("allocated", "reserved", "device")
+# what each kind of measurement is compared with: the tensors, the caching allocator's peak,
+# or what nvidia-smi shows (reserved + the runtime context outside the allocator)
+_PREDICTED = {"allocated": "allocated", "reserved": "reserved", "device": "total"}
 
 
 @dataclass(frozen=True, kw_only=True)
 class MemoryRunResult:
     id: str
-    kind: str  # 'allocated' or 'reserved' (what was measured, and what is compared)
+    kind: str  # 'allocated', 'reserved' or 'device' (what was measured, and what is compared)
     measured_gib: float
     predicted_gib: float | None  # None when the layout is refused
     error_pct: float | None  # (predicted - measured) / measured * 100
@@ -76,6 +82,14 @@ def _capacity_gib(cat: Catalog, row: dict[str, str]) -> float:
     return float(given) if given else cat.accelerator(row["gpu"]).memory_bytes / GiB
 
 
+def _run_site(site: Site, row: dict[str, str]) -> Site:
+    """The site with the run's own settings that are not layout fields: a loss compiled
+    with torch.compile (column `compiled_loss`, `buffers.StackBuffers.with_compiled_loss`)."""
+    if row.get("compiled_loss", "").strip() != "yes":
+        return site
+    return replace(site, stack_buffers=(site.stack_buffers or LEGACY).with_compiled_loss())
+
+
 def validate_memory(cat: Catalog, rows: list[dict[str, str]] | None = None
                     ) -> list[MemoryRunResult]:
     """Predict every memory run with the catalog's constants."""
@@ -93,8 +107,8 @@ def validate_memory(cat: Catalog, rows: list[dict[str, str]] | None = None
             out.append(MemoryRunResult(**base, predicted_gib=None, error_pct=None,
                                        total_gib=None, fits=None, refused=str(err)))
             continue
-        mem = memory_per_gpu(model, layout, site)
-        pred = float(np.asarray(getattr(mem, row["kind"])).reshape(-1)[0]) / GiB
+        mem = memory_per_gpu(model, layout, _run_site(site, row))
+        pred = float(np.asarray(getattr(mem, _PREDICTED[row["kind"]])).reshape(-1)[0]) / GiB
         total = float(np.asarray(mem.total).reshape(-1)[0]) / GiB
         out.append(MemoryRunResult(
             **base, predicted_gib=pred,

@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import R_NONE, ModelSpec
+from ..spec import FP8, R_NONE, ModelSpec
 from .recompute import op_bytes, stored_bytes, transient_bytes
 from .shapes import act_element_bytes, kv_width_per_rank, tokens_per_rank
 
-__all__ = ["MLP_SAVED_FFN", "layer_activation_bytes", "layer_recompute_transient_bytes",
-           "inflight_microbatches"]
+__all__ = ["MLP_SAVED_FFN", "gemm_input_bytes", "layer_activation_bytes",
+           "layer_recompute_transient_bytes", "inflight_microbatches"]
 
 # SwiGLU MLP tensors saved for backward, in units of s*b*ffn elements, for the unfused PyTorch
 # form w2(silu(w1 x) * w3 x) (Hugging Face Llama, torchtitan): w1 x, silu(w1 x), w3 x, product.
@@ -55,33 +55,53 @@ class LayerTerms:
 
 def layer_terms(model: ModelSpec, *, seq_len: Any, micro_batch: Any, tp: Any = 1, cp: Any = 1,
                 sp: Any = True, flash: Any = True, precision: Any = 2, dropout: Any = False,
-                moe: bool = False) -> LayerTerms:
-    """The terms of `layer_activation_bytes` (formulas documented there)."""
+                moe: bool = False, fp8_input_bytes: Any = None,
+                swiglu_saved: Any = SWIGLU_SAVED_FFN) -> LayerTerms:
+    """The terms of `layer_activation_bytes` (formulas documented there). `fp8_input_bytes`
+    and `swiglu_saved` are the stack's (`buffers.StackBuffers`; None / 4: the 16-bit inputs
+    and the unfused SwiGLU)."""
     t = np.asarray(tp)
     e = act_element_bytes(precision)
+    f = gemm_input_bytes(precision, fp8_input_bytes)
     drop = np.asarray(dropout)
     flash_ = np.asarray(flash, bool)
     t_seq = np.where(np.asarray(sp, bool), t, 1)  # SP splits the replicated part too
     sb = tokens_per_rank(seq_len, micro_batch, cp)
     esb = e * sb
     h, a, q = model.hidden, model.heads, model.heads * model.d_head
-    # norm inputs (2), QKV input, MLP input; 1-byte dropout masks after attention-out and MLP
-    replicated = (esb * (4 * h) + drop * (2 * h) * sb) / t_seq
-    q_out = esb * (2 * q) / t  # Q and the out-projection input (= K, V repeated to all heads)
+    fsb = f * sb  # a GEMM input saved for the weight gradient (FP8 under Transformer Engine)
+    # norm inputs (2) in e, the norm outputs = QKV and MLP inputs (2) in f; 1-byte dropout
+    # masks after attention-out and MLP
+    replicated = (esb * (2 * h) + fsb * (2 * h) + drop * (2 * h) * sb) / t_seq
+    q_out = (esb + fsb) * q / t  # Q and the out-projection input
+    kv_rep = esb * (2 * q) / t  # non-flash: K, V repeated to all heads
+    # flash attention keeps its own 16-bit output when the out-projection saved an FP8 cast
+    flash_out = np.where(f < e, esb, 0.0) * q / t
     kv_compact = esb * 2 * kv_width_per_rank(model, t)
     stats = sb * (4.0 * a) / t  # flash attention: fp32 log-sum-exp per query and head
     # a*s^2*b: softmax output e, with dropout its output e and a 1-byte mask
     score = sb * np.asarray(seq_len) * a * (e + drop * (e + 1)) / t
-    mlp = esb * _mlp_saved(model, moe) / t
+    mlp = sb * _mlp_saved(model, moe, e, f, swiglu_saved) / t
     act_half = mlp / 2.0 if moe else 0.0 * esb  # half of the expert tensors: moe_act drops
     if moe:
         mlp = mlp + 4.0 * sb * model.experts  # router probabilities, fp32, replicated
     common = replicated + q_out + mlp
-    none = common + np.where(flash_, kv_compact + stats, q_out + score)
+    none = common + np.where(flash_, kv_compact + stats + flash_out, kv_rep + score)
     selective = common + kv_compact + flash_ * stats
     return LayerTerms(none=none, selective=selective, full=esb * h / t_seq,
                       op=op_bytes(model, esb, t, t_seq, stats, mlp, moe),
-                      norm_out=esb * (2 * h) / t_seq, mlp=mlp, act_half=act_half)
+                      norm_out=fsb * (2 * h) / t_seq, mlp=mlp, act_half=act_half)
+
+
+def gemm_input_bytes(precision: Any, fp8_input_bytes: Any = None) -> Any:
+    """Bytes per element of a GEMM input saved for the weight gradient: the activation
+    precision's, or under FP8 the stack's `fp8_input_bytes` (Transformer Engine saves the FP8
+    cast of the input, 1 B: transformer_engine/pytorch/module/linear.py, ctx saves inputmat
+    after the cast; torchao's Float8Linear saves the 16-bit input, 2)."""
+    e = act_element_bytes(precision)
+    if fp8_input_bytes is None:
+        return e
+    return np.where(np.asarray(precision) == FP8, fp8_input_bytes, e)
 
 
 def layer_activation_bytes(
@@ -119,20 +139,27 @@ def layer_activation_bytes(
       score part (non-flash, no recompute): a*s^2*b*(e softmax + dropout: e output + 1 mask);
       flash keeps fp32 softmax statistics 4*a*s*b instead (Dao et al. 2022, arXiv 2205.14135).
     Context parallelism divides the sequence by cp (the score part keeps all keys: a*(s/cp)*s*b).
+    By stack (`layer_terms`' fp8_input_bytes, swiglu_saved; memory.py passes the stack's): under
+    FP8 the GEMM inputs (QKV and MLP inputs, out-projection and fc2 inputs, expert input copies)
+    cost fp8_input_bytes each, and flash attention then keeps its own 16-bit output beside the
+    out-projection's FP8 input; SwiGLU saves swiglu_saved ffn tensors (3 fused, 4 unfused).
     """
     acts = layer_terms(model, seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sp=sp,
                        flash=flash, precision=precision, dropout=dropout, moe=moe)
     return stored_bytes(acts, recompute, recompute_modules, recompute_every, moe)
 
 
-def _mlp_saved(model: ModelSpec, moe: bool) -> float:
-    """Saved MLP elements per token: GELU and squared ReLU 2*ffn, SwiGLU 4*ffn (MLP_SAVED_FFN);
-    MoE: (k + shared) experts."""
-    per = MLP_SAVED_FFN[model.mlp]
+def _mlp_saved(model: ModelSpec, moe: bool, e: Any = 2.0, f: Any = 2.0,
+               swiglu_saved: Any = SWIGLU_SAVED_FFN) -> Any:
+    """Saved MLP bytes per token: GELU and squared ReLU 2*ffn, SwiGLU 4*ffn (unfused; the
+    stack's `swiglu_saved`, 3 fused) elements (MLP_SAVED_FFN), of which the fc2 input (ffn) is
+    a GEMM input at f bytes, the rest at e; MoE: (k + shared) experts, each with its input
+    copy (a GEMM input, f)."""
+    per = swiglu_saved if model.mlp == "swiglu" else MLP_SAVED_FFN[model.mlp]
     if not moe:
-        return per * model.ffn
+        return ((per - 1) * e + f) * model.ffn
     k = model.experts_per_token + model.shared_experts
-    return k * (per * model.expert_ffn + model.hidden)  # + each expert's input copy
+    return k * (((per - 1) * e + f) * model.expert_ffn + f * model.hidden)
 
 
 def layer_recompute_transient_bytes(model: ModelSpec, *, recompute: Any,

@@ -17,7 +17,22 @@ sourced there):
 - moe_token_buffers: MoE dispatch/combine buffers of tokens x top-k x hidden alive at once;
 - loss_fp32_copies: fp32 copies of the logits alive with the loss's log-softmax output
   (torchtitan: cross_entropy(pred.float()), 1; Megatron's fused vocab-parallel cross entropy, 0);
-  counted in the `logits` line.
+  counted in the `logits` line;
+- pp_unsharded_step: with pipeline parallelism and ZeRO-3 the stage's parameters stay gathered
+  and its gradients accumulate unsharded, in the reduce dtype, until the step's last
+  micro-batch (torchtitan / FSDP2 under torch.distributed.pipelining); see `pp_unsharded`;
+- fp8_primary_weights: FP8 recipes keep the weights themselves in FP8 (Megatron-Core
+  `fp8_param_gather`, set by every Megatron-Bridge FP8 mixed-precision config): the 16-bit
+  weight copy is gone, `fp8_weight_bytes` then counts the FP8 weight and its transpose;
+- fp8_input_bytes: bytes per element of the GEMM inputs a linear layer saves for its weight
+  gradient under FP8 (Transformer Engine saves the FP8 cast, 1; torchao's Float8Linear saves
+  the 16-bit input and casts again in backward, 2);
+- swiglu_saved_ffn: SwiGLU MLP tensors saved for backward in units of tokens x ffn (Megatron-
+  Core's fused bias-SwiGLU saves its input w1x|w3x and fc2 its input, 3; the unfused PyTorch
+  form also saves silu(w1 x), 4: `activations.SWIGLU_SAVED_FFN`);
+- compiled_loss: the loss runs under torch.compile (torchtitan >= 2025 with training.compile):
+  it saves the 16-bit logits instead of an fp32 log-softmax and makes no fp32 copy. Not a
+  catalog column: a run's setting (`with_compiled_loss`; the memory dataset's `compiled_loss`).
 
 `LEGACY` is the model before stacks were an input (fp32 accumulation only with several
 micro-batches, one cached fp8 copy, no token buffers): what `memory_breakdown` uses when no
@@ -33,7 +48,7 @@ reserved + runtime context = `total`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -42,7 +57,8 @@ from ..spec import STACKS, ModelSpec
 from .shapes import act_element_bytes, tokens_per_rank
 
 __all__ = ["StackBuffers", "LEGACY", "BUFFER_LINES", "from_table", "buffer_dtypes",
-           "REDUCE_DTYPES", "logits_bytes"]
+           "REDUCE_DTYPES", "logits_bytes", "pp_unsharded_grad_bytes", "dualpipe_copies",
+           "dualpipe_inflight"]
 
 REDUCE_DTYPES = {"fp32": 4.0, "bf16": 2.0}
 
@@ -61,23 +77,26 @@ class StackBuffers:
     fp8_weight_bytes: tuple[float, ...]
     moe_token_buffers: tuple[float, ...]
     loss_fp32_copies: tuple[float, ...]
+    pp_unsharded_step: tuple[bool, ...] = (False,) * len(STACKS)
+    fp8_primary_weights: tuple[bool, ...] = (False,) * len(STACKS)
+    fp8_input_bytes: tuple[float, ...] = (2.0,) * len(STACKS)
+    swiglu_saved_ffn: tuple[float, ...] = (4.0,) * len(STACKS)
+    compiled_loss: tuple[bool, ...] = (False,) * len(STACKS)
 
     def pick(self, stack: Any) -> dict[str, Any]:
         """The constants of each configuration's stack (arrays shaped like `stack`)."""
         s = np.asarray(stack, dtype=np.intp)
-        return {k: np.asarray(getattr(self, k))[s] for k in
-                ("grad_reduce_bytes", "main_grad_always", "reduce_copy", "fp8_weight_bytes",
-                 "moe_token_buffers", "loss_fp32_copies")}
+        return {f.name: np.asarray(getattr(self, f.name))[s] for f in fields(self)}
 
     def with_grad_reduce(self, dtype: str) -> StackBuffers:
         """Every stack reducing gradients in `dtype` ('fp32' or 'bf16'): the
         `--grad-reduce-dtype` override."""
         n = len(self.grad_reduce_bytes)
-        return StackBuffers(grad_reduce_bytes=(REDUCE_DTYPES[dtype],) * n,
-                            main_grad_always=self.main_grad_always, reduce_copy=self.reduce_copy,
-                            fp8_weight_bytes=self.fp8_weight_bytes,
-                            moe_token_buffers=self.moe_token_buffers,
-                            loss_fp32_copies=self.loss_fp32_copies)
+        return replace(self, grad_reduce_bytes=(REDUCE_DTYPES[dtype],) * n)
+
+    def with_compiled_loss(self) -> StackBuffers:
+        """Every stack running its loss under torch.compile (`compiled_loss`)."""
+        return replace(self, compiled_loss=(True,) * len(self.compiled_loss))
 
 
 def _same(v: Any) -> tuple[Any, ...]:
@@ -98,7 +117,11 @@ def from_table(rows: dict[str, dict[str, Any]]) -> StackBuffers:
         reduce_copy=tuple(bool(x["reduce_copy"]) for x in r),
         fp8_weight_bytes=tuple(float(x["fp8_weight_bytes_per_param"]) for x in r),
         moe_token_buffers=tuple(float(x["moe_token_buffers"]) for x in r),
-        loss_fp32_copies=tuple(float(x["loss_fp32_copies"]) for x in r))
+        loss_fp32_copies=tuple(float(x["loss_fp32_copies"]) for x in r),
+        pp_unsharded_step=tuple(bool(x.get("pp_unsharded_step", False)) for x in r),
+        fp8_primary_weights=tuple(bool(x.get("fp8_primary_weights", False)) for x in r),
+        fp8_input_bytes=tuple(float(x.get("fp8_input_bytes", 2.0)) for x in r),
+        swiglu_saved_ffn=tuple(float(x.get("swiglu_saved_ffn", 4.0)) for x in r))
 
 
 def buffer_dtypes(precision: str, grad_reduce_bytes: float) -> dict[str, str]:
@@ -137,17 +160,56 @@ def moe_token_bytes(model: ModelSpec, *, tokens: Any, precision: Any) -> Any:
 
 def logits_bytes(
     model: ModelSpec, *, seq_len: Any, micro_batch: Any, tp: Any = 1, cp: Any = 1,
-    sp: Any = True, precision: Any = 2,
+    sp: Any = True, precision: Any = 2, loss_saved_bytes: Any = 4.0,
 ) -> tuple[Any, Any]:
     """(saved, transient) bytes of the output layer on the last stage, one micro-batch.
 
     saved: final-norm input and LM-head input e*s*b*h each (/t with SP) + fp32 log-softmax
       output kept by the loss, 4*s*b*V/t (Korthikanti et al. 2022, section 4.3: 4sbh/t*(1+V/h));
-    transient: the logits in training precision e*s*b*V/t, alive with the loss buffer.
+      `loss_saved_bytes` per logit (a compiled loss keeps the e-byte logits instead);
+    transient: the logits in training precision e*s*b*V/t, alive with the loss buffer (a
+      compiled loss: its e-byte gradient).
     """
     t = np.asarray(tp)
     e = act_element_bytes(precision)
     t_seq = np.where(np.asarray(sp, bool), t, 1)
     sb = tokens_per_rank(seq_len, micro_batch, cp)
-    saved = 2 * model.hidden * e * sb / t_seq + (4.0 * model.vocab) * sb / t
+    saved = 2 * model.hidden * e * sb / t_seq + (loss_saved_bytes * model.vocab) * sb / t
     return saved, (model.vocab * e) * sb / t
+
+
+def pp_unsharded_grad_bytes(grad_bytes: Any, sb: dict[str, Any]) -> Any:
+    """Bytes per element of the unsharded gradients a ZeRO-3 stage accumulates across the
+    micro-batches of a pipelined step (`pp_unsharded_step`): FSDP2 upcasts them to its
+    reduce dtype when that is wider (FSDPParam.to_accumulated_grad_if_needed: torchtitan's
+    float32), else keeps them in the gradient dtype.
+
+    Source: torch/distributed/pipelining/stage.py backward_maybe_with_nosync (an FSDP stage
+    runs every micro-batch's backward with set_requires_gradient_sync(False) and
+    set_reshard_after_backward(False); the reduce-scatter and reshard run once, after the last
+    one); pytorch/torchtitan parallelize_llama.py apply_fsdp (PP: reshard_after_forward =
+    False, 'to avoid per-microbatch all-gathers'; commit 9dec370, Dec 2024, and later).
+    """
+    wider = sb["grad_reduce_bytes"] > grad_bytes
+    return np.where(sb["reduce_copy"] & wider, sb["grad_reduce_bytes"], grad_bytes)
+
+
+# DualPipe (DeepSeek-AI 2024, DeepSeek-V3 Technical Report, arXiv 2412.19437, section 3.2.1,
+# Table 2): each rank holds two pipeline stages (one per direction), so "parameter 2x", and
+# "activation PP + 1" micro-batches of a stage's layers, against 1F1B's PP. The two copies are
+# the same parameters, so their (ZeRO-sharded) optimizer state is kept once, split over the
+# ranks that hold either copy (our reading: the report doubles only the parameters); the
+# weights, their gradients and FP8 copies are per copy.
+_STATE_PARTS = ("weights", "gradients", "grad_accum", "fp8_weights", "zero3_saving")
+
+
+def dualpipe_copies(state: dict[str, Any], dual: Any) -> dict[str, Any]:
+    """A stage's model-state parts, doubled where the schedule is DualPipe (two stages)."""
+    k = np.where(dual, 2.0, 1.0)
+    return {n: (v * k if n in _STATE_PARTS else v) for n, v in state.items()}
+
+
+def dualpipe_inflight(pp: Any, microbatches: Any) -> Any:
+    """Micro-batches of one stage's activations a DualPipe rank holds: pp + 1 (Table 2),
+    at most the micro-batches of the step, at least one."""
+    return np.maximum(np.minimum(np.asarray(pp) + 1.0, microbatches), 1.0)

@@ -15,9 +15,11 @@ Conventions and sources (each formula is repeated beside its function):
   are taken to be the model-wide ratio).
 - FP8 follows NVIDIA Transformer Engine's default (without `fp8_model_init`): module weights stay
   in bf16 and each linear layer caches an fp8 copy of its weight for the step, so weights cost
-  2 + 1 = 3 B/param; gradients are bf16 and the optimizer keeps an fp32 master copy. FP8
-  activations are counted as bf16 (TE also keeps bf16 tensors for norms and activation functions;
-  counting its fp8 GEMM inputs at 1 B would lower the estimate by up to ~30%).
+  2 + 1 = 3 B/param; gradients are bf16 and the optimizer keeps an fp32 master copy. A stack
+  with FP8 primary weights (Megatron-Bridge's fp8_param_gather) keeps 1 B weights and no bf16
+  copy. Under FP8, GEMM inputs saved for the weight gradient cost the stack's `fp8_input_bytes`
+  (Transformer Engine's FP8 cast, 1 B; torchao keeps them in bf16); norms, attention and
+  activation-function tensors stay bf16 (`activations.layer_terms`).
 - Gradient accumulation in fp32 (Megatron-LM's `main_grad` buffer, which its distributed
   optimizer keeps at 4 B/param for bf16 training: 6 + 12/d B/param in total): when precision is
   mixed and there is more than one micro-batch per step, gradients cost 4 B/param instead of 2;
@@ -36,7 +38,10 @@ Conventions and sources (each formula is repeated beside its function):
   With a shard group of 1 nothing is sharded or gathered (FSDP switches to NO_SHARD); experts
   whose group dp*cp/ep is 1 are neither. So ZeRO-3 can need more than ZeRO-2 when a stage holds
   few layers or the group is small: it keeps its shard *and* the gathered copy; the breakdown
-  carries `gathered` and `zero3_saving` so a report can say so.
+  carries `gathered` and `zero3_saving` so a report can say so. Under pipeline parallelism a
+  stack with `pp_unsharded_step` (torchtitan, FSDP2 through torch.distributed.pipelining)
+  keeps the whole stage gathered and accumulates its gradients unsharded, in the reduce
+  dtype, until the last micro-batch (`buffers.pp_unsharded_grad_bytes`).
 - Tensor parallelism (Megatron-LM, Shoeybi et al. 2019, arXiv 1909.08053): attention and MLP
   matrices are split by tp; embeddings and the LM head are vocabulary-parallel (/tp); norm and
   router weights are replicated. KV heads are split by tp, or replicated when tp > kv_heads.
@@ -47,8 +52,10 @@ Conventions and sources (each formula is repeated beside its function):
   1F1B schedule rank k holds min(pp - k, m) micro-batches of activations (Narayanan et al.
   2021, arXiv 2104.04473); interleaved with vpp chunks, pp + (pp - 1 - 2k) / vpp micro-batches'
   worth of its layers (Megatron-LM's warm-up of (pp - k - 1) * 2 + (vpp - 1) * pp chunks, + 1;
-  k = 0 is Korthikanti et al. 2022, arXiv 2205.05198, section 4.2.3). The most loaded GPU is
-  the first, the last or the second rank (the busiest middle one), whichever total is largest.
+  k = 0 is Korthikanti et al. 2022, arXiv 2205.05198, section 4.2.3); DualPipe (DeepSeek-V3,
+  arXiv 2412.19437, Table 2) pp + 1, with two stages' weights and gradients per rank
+  (`buffers.dualpipe_copies`). The most loaded GPU is the first, the last or the second rank
+  (the busiest middle one), whichever total is largest.
 - Activations per layer: Korthikanti et al. 2022 (arXiv 2205.05198), section 4, generalised to
   GQA, SwiGLU and squared ReLU (MLP_SAVED_FFN), flash attention, dropout on/off and fp32; see
   `layer_activation_bytes`.
@@ -68,7 +75,7 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import ADAFACTOR, ADAMW, FP8, FP32, SGD, Layout, ModelSpec
+from ..spec import ADAFACTOR, ADAMW, FP8, FP32, S_DUALPIPE, SGD, Layout, ModelSpec
 from ..workload import finetune_of
 from . import buffers as bufm
 from . import finetune
@@ -305,26 +312,29 @@ class _PerLayer:
     moe_tokens: Any  # one MoE token buffer of a layer (tokens x top-k x hidden)
 
 
-def _per_layer(model: ModelSpec, L: Layout) -> _PerLayer:
+def _per_layer(model: ModelSpec, L: Layout, sb: dict[str, Any]) -> _PerLayer:
     tp, cp = np.asarray(L.tp), np.asarray(L.cp)
     rc = np.asarray(L.recompute, dtype=np.intp)
     kw = dict(seq_len=L.seq_len, micro_batch=L.micro_batch, tp=tp, cp=cp, sp=L.sp,
               precision=np.asarray(L.precision, dtype=np.intp))
     mods, every = L.recompute_modules, L.recompute_every
-    dense = layer_terms(model, flash=L.flash, dropout=L.dropout, **kw)
+    stack_kw = dict(fp8_input_bytes=sb["fp8_input_bytes"], swiglu_saved=sb["swiglu_saved_ffn"])
+    dense = layer_terms(model, flash=L.flash, dropout=L.dropout, **kw, **stack_kw)
     dense_stored = stored_bytes(dense, rc, mods, every)
     dense_transient = transient_bytes(dense, rc, mods, every)
     moe_stored, moe_transient = dense_stored, dense_transient  # a dense model: the same layers
     if model.is_moe:
-        moe = layer_terms(model, flash=L.flash, dropout=L.dropout, moe=True, **kw)
+        moe = layer_terms(model, flash=L.flash, dropout=L.dropout, moe=True, **kw, **stack_kw)
         moe_stored = stored_bytes(moe, rc, mods, every, True)
         moe_transient = transient_bytes(moe, rc, mods, every, True)
-    saved, live = logits_bytes(model, **kw)
+    e, compiled = act_element_bytes(kw["precision"]), sb["compiled_loss"]
+    # a compiled loss saves the 16-bit logits, not an fp32 log-softmax, and copies nothing
+    saved, live = logits_bytes(model, loss_saved_bytes=np.where(compiled, e, 4.0), **kw)
     emb_mask = np.asarray(L.dropout) * tokens_per_rank(L.seq_len, L.micro_batch, cp) \
         * model.hidden / np.where(L.sp, tp, 1)
     return _PerLayer(dense_stored=dense_stored, dense_transient=dense_transient,
                      moe_stored=moe_stored, moe_transient=moe_transient, head=saved + live,
-                     loss_copy=live * 4.0 / act_element_bytes(kw["precision"]),
+                     loss_copy=np.where(compiled, 0.0, live * 4.0 / e),
                      emb_mask=emb_mask, moe_tokens=bufm.moe_token_bytes(
                          model, tokens=tokens_per_rank(L.seq_len, L.micro_batch, cp)
                          / np.where(L.sp, tp, 1), precision=kw["precision"]))
@@ -338,16 +348,17 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
     wb, gb, ob = model_state_bytes_per_param(precision, L.optimizer,
                                              adafactor_state_per_param(model))
     m = np.asarray(L.microbatches, dtype=float)
-    acts = _per_layer(model, L)
-    ft = finetune_of(model)
     sb = (stacks or bufm.LEGACY).pick(L.stack)
+    acts = _per_layer(model, L, sb)
+    ft = finetune_of(model)
+    dual = np.asarray(L.schedule) == S_DUALPIPE
     out = []
     pp = np.asarray(L.pp)
     placed = pipeline_stages(model, L.tp, pp, L.ep, L.vpp, L.first_stage_layers,
                              L.last_stage_layers)  # (first, last, second) below
     for P, rank, emb, last in ((placed[0], 0, 1.0, pp == 1), (placed[2], pp - 1, 0.0, True),
                                (placed[1], 1, 0.0, False)):
-        d = _state(P, L, wb, gb, ob, m, sb)
+        d = bufm.dualpipe_copies(_state(P, L, wb, gb, ob, m, sb), dual)
         head = acts.head + sb["loss_fp32_copies"] * acts.loss_copy
         stored = P.dense_layers * acts.dense_stored + P.moe_layers * acts.moe_stored
         transient = np.maximum(np.where(P.dense_layers > 0, acts.dense_transient, 0.0),
@@ -359,7 +370,9 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
                                                            transient, emb == 1.0)
             d = {**d, **ft_d}
         d["moe_tokens"] = np.where(P.moe_layers > 0, acts.moe_tokens, 0.0) * sb["moe_token_buffers"]
-        held = inflight_microbatches(pp, L.vpp, m, rank)  # 1F1B: pp - rank (capped at m)
+        # 1F1B: pp - rank (capped at m); DualPipe pp + 1 (buffers.dualpipe_inflight)
+        held = np.where(dual, bufm.dualpipe_inflight(pp, m),
+                        inflight_microbatches(pp, L.vpp, m, rank))
         kept = held * (stored + emb * acts.emb_mask)
         d["logits"] = np.where(last, head, 0.0)
         layer = np.maximum(np.where(P.dense_layers > 0, acts.dense_stored, 0.0),
@@ -401,18 +414,26 @@ def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any,
     group, sg = shard_group(L.dp, L.cp, L.shard_group), L.shard_group
     egroup = expert_shard_group(L.dp, L.cp, L.ep, sg)
     n_grad, n_opt, n_w = (sharded_params(P, L.dp, L.cp, L.ep, zero >= z, sg) for z in (2, 1, 3))
-    wb = wb - (precision == FP8)  # bf16 weights; the fp8 copies are their own part
+    fp8 = precision == FP8
+    primary = fp8 & sb["fp8_primary_weights"]
+    # bf16 weights and the fp8 copies as their own part; FP8 primary weights: 1 B each
+    wb = np.where(primary, 1.0, wb - fp8)
     weights = wb * n_w
     opt = ob * n_opt
     accum_b = bufm.grad_accum_bytes(mixed=precision != FP32, microbatches=m, grad_bytes=gb, sb=sb)
     unit = P.unit - np.where(egroup > 1, 0.0, P.unit_expert)  # the sharded part of a layer
     gather = (zero >= 3) & (group > 1)
     layers = np.minimum(2.0, P.dense_layers + P.moe_layers)
+    # torchtitan / FSDP2 under PP: the whole stage stays gathered, its gradients unsharded
+    whole = gather & sb["pp_unsharded_step"] & (np.asarray(L.pp) > 1)
+    stage = P.dense + np.where(egroup > 1, P.expert, 0.0)  # what ZeRO-3 shards and gathers
+    accum = np.where(whole, bufm.pp_unsharded_grad_bytes(gb, sb) * stage, accum_b * n_grad)
     return dict(**offload_state(L.offload, zero, m, weights=weights, grads=gb * n_grad,
-                                accum=accum_b * n_grad, opt=opt, opt_grads=gb * n_opt,
+                                accum=accum, opt=opt, opt_grads=gb * n_opt,
                                 opt_weights=wb * n_opt),
-                gathered=np.where(gather, wb * (layers * unit + P.root), 0.0),
+                gathered=np.where(gather, wb * np.where(whole, stage, layers * unit + P.root),
+                                  0.0),
                 grad_bucket=np.where((zero >= 2) & (group > 1),
                                      bufm.grad_bucket_bytes(gb, sb) * unit, 0.0),
-                fp8_weights=np.where(precision == FP8, sb["fp8_weight_bytes"], 0.0) * n_w,
+                fp8_weights=np.where(fp8, sb["fp8_weight_bytes"] - primary, 0.0) * n_w,
                 zero3_saving=np.where(gather, wb * P.total - weights, 0.0))

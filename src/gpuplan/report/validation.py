@@ -190,8 +190,8 @@ def render_memory_text(data: dict[str, Any]) -> str:
     out = [table(rows, ("run", "stack", "measured as", "measured GiB", "predicted GiB", "error",
                         "predicted"), align="lllrrrl"),
            "",
-           "memory per GPU, predicted allocated or reserved (as the run measured it) vs "
-           "measured; out-of-sample (no constant is fitted on these runs)"]
+           "memory per GPU, predicted allocated, reserved or device (nvidia-smi) memory, as the "
+           "run measured it, vs measured; out-of-sample (no constant is fitted on these runs)"]
     if data["n"]:
         out.append(f"|error| over {data['n']} runs: median {pct(data['median_abs_error_pct'])}, "
                    f"worst {pct(data['worst_abs_error_pct'])}")
