@@ -324,6 +324,7 @@ STACK_MEMORY: dict[str, Field] = {
     "fp8_weight_bytes_per_param": num(high=16.0),
     "moe_token_buffers": num(high=16.0),
     "loss_fp32_copies": num(high=16.0),
+    "loss_chunks": num(False, low=1.0, high=1024.0),
     "source": text(),
     "as_of": date(),
     "notes": text(False),

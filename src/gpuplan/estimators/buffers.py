@@ -17,7 +17,10 @@ sourced there):
 - moe_token_buffers: MoE dispatch/combine buffers of tokens x top-k x hidden alive at once;
 - loss_fp32_copies: fp32 copies of the logits alive with the loss's log-softmax output
   (torchtitan: cross_entropy(pred.float()), 1; Megatron's fused vocab-parallel cross entropy, 0);
-  counted in the `logits` line.
+  counted in the `logits` line;
+- loss_chunks: the loss runs over this many chunks of the tokens (torchtune's
+  CEWithChunkedOutputLoss, 8), so its fp32 tensors (the saved log-softmax and the copies) are
+  one chunk's; 1 (the default) is an unchunked loss.
 
 `LEGACY` is the model before stacks were an input (fp32 accumulation only with several
 micro-batches, one cached fp8 copy, no token buffers): what `memory_breakdown` uses when no
@@ -61,13 +64,16 @@ class StackBuffers:
     fp8_weight_bytes: tuple[float, ...]
     moe_token_buffers: tuple[float, ...]
     loss_fp32_copies: tuple[float, ...]
+    loss_chunks: tuple[float, ...] = ()
 
     def pick(self, stack: Any) -> dict[str, Any]:
         """The constants of each configuration's stack (arrays shaped like `stack`)."""
         s = np.asarray(stack, dtype=np.intp)
-        return {k: np.asarray(getattr(self, k))[s] for k in
-                ("grad_reduce_bytes", "main_grad_always", "reduce_copy", "fp8_weight_bytes",
-                 "moe_token_buffers", "loss_fp32_copies")}
+        out = {k: np.asarray(getattr(self, k))[s] for k in
+               ("grad_reduce_bytes", "main_grad_always", "reduce_copy", "fp8_weight_bytes",
+                "moe_token_buffers", "loss_fp32_copies")}
+        chunks = self.loss_chunks or _same(1.0)
+        return out | {"loss_chunks": np.asarray(chunks)[s]}
 
     def with_grad_reduce(self, dtype: str) -> StackBuffers:
         """Every stack reducing gradients in `dtype` ('fp32' or 'bf16'): the
@@ -77,7 +83,8 @@ class StackBuffers:
                             main_grad_always=self.main_grad_always, reduce_copy=self.reduce_copy,
                             fp8_weight_bytes=self.fp8_weight_bytes,
                             moe_token_buffers=self.moe_token_buffers,
-                            loss_fp32_copies=self.loss_fp32_copies)
+                            loss_fp32_copies=self.loss_fp32_copies,
+                            loss_chunks=self.loss_chunks)
 
 
 def _same(v: Any) -> tuple[Any, ...]:
@@ -98,7 +105,8 @@ def from_table(rows: dict[str, dict[str, Any]]) -> StackBuffers:
         reduce_copy=tuple(bool(x["reduce_copy"]) for x in r),
         fp8_weight_bytes=tuple(float(x["fp8_weight_bytes_per_param"]) for x in r),
         moe_token_buffers=tuple(float(x["moe_token_buffers"]) for x in r),
-        loss_fp32_copies=tuple(float(x["loss_fp32_copies"]) for x in r))
+        loss_fp32_copies=tuple(float(x["loss_fp32_copies"]) for x in r),
+        loss_chunks=tuple(float(x.get("loss_chunks", 1.0)) for x in r))
 
 
 def buffer_dtypes(precision: str, grad_reduce_bytes: float) -> dict[str, str]:

@@ -348,7 +348,9 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
     for P, rank, emb, last in ((placed[0], 0, 1.0, pp == 1), (placed[2], pp - 1, 0.0, True),
                                (placed[1], 1, 0.0, False)):
         d = _state(P, L, wb, gb, ob, m, sb)
-        head = acts.head + sb["loss_fp32_copies"] * acts.loss_copy
+        # the loss's fp32 tensors (saved log-softmax + copies) are one chunk's (buffers.py)
+        head = acts.head + ((1.0 + sb["loss_fp32_copies"]) / sb["loss_chunks"] - 1.0) \
+            * acts.loss_copy
         stored = P.dense_layers * acts.dense_stored + P.moe_layers * acts.moe_stored
         transient = np.maximum(np.where(P.dense_layers > 0, acts.dense_transient, 0.0),
                                np.where(P.moe_layers > 0, acts.moe_transient, 0.0))
