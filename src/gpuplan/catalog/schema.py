@@ -325,6 +325,7 @@ STACK_MEMORY: dict[str, Field] = {
     "moe_token_buffers": num(high=16.0),
     "loss_fp32_copies": num(high=16.0),
     "loss_chunks": num(False, low=1.0, high=1024.0),
+    "adapter_dtype": text(False, choices=("fp32", "bf16")),
     "source": text(),
     "as_of": date(),
     "notes": text(False),

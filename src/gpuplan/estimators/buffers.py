@@ -20,7 +20,10 @@ sourced there):
   counted in the `logits` line;
 - loss_chunks: the loss runs over this many chunks of the tokens (torchtune's
   CEWithChunkedOutputLoss, 8), so its fp32 tensors (the saved log-softmax and the copies) are
-  one chunk's; 1 (the default) is an unchunked loss.
+  one chunk's; 1 (the default) is an unchunked loss;
+- adapter_bytes: bytes per LoRA adapter weight (4 = fp32, PEFT's autocast_adapter_dtype, the
+  default; 2 = the model's bf16, torchtune); gradients and optimizer moments follow it
+  (estimators/finetune.py).
 
 `LEGACY` is the model before stacks were an input (fp32 accumulation only with several
 micro-batches, one cached fp8 copy, no token buffers): what `memory_breakdown` uses when no
@@ -65,6 +68,7 @@ class StackBuffers:
     moe_token_buffers: tuple[float, ...]
     loss_fp32_copies: tuple[float, ...]
     loss_chunks: tuple[float, ...] = ()
+    adapter_bytes: tuple[float, ...] = ()
 
     def pick(self, stack: Any) -> dict[str, Any]:
         """The constants of each configuration's stack (arrays shaped like `stack`)."""
@@ -73,7 +77,9 @@ class StackBuffers:
                ("grad_reduce_bytes", "main_grad_always", "reduce_copy", "fp8_weight_bytes",
                 "moe_token_buffers", "loss_fp32_copies")}
         chunks = self.loss_chunks or _same(1.0)
-        return out | {"loss_chunks": np.asarray(chunks)[s]}
+        adapters = self.adapter_bytes or _same(4.0)
+        return out | {"loss_chunks": np.asarray(chunks)[s],
+                      "adapter_bytes": np.asarray(adapters)[s]}
 
     def with_grad_reduce(self, dtype: str) -> StackBuffers:
         """Every stack reducing gradients in `dtype` ('fp32' or 'bf16'): the
@@ -84,7 +90,7 @@ class StackBuffers:
                             fp8_weight_bytes=self.fp8_weight_bytes,
                             moe_token_buffers=self.moe_token_buffers,
                             loss_fp32_copies=self.loss_fp32_copies,
-                            loss_chunks=self.loss_chunks)
+                            loss_chunks=self.loss_chunks, adapter_bytes=self.adapter_bytes)
 
 
 def _same(v: Any) -> tuple[Any, ...]:
@@ -106,7 +112,8 @@ def from_table(rows: dict[str, dict[str, Any]]) -> StackBuffers:
         fp8_weight_bytes=tuple(float(x["fp8_weight_bytes_per_param"]) for x in r),
         moe_token_buffers=tuple(float(x["moe_token_buffers"]) for x in r),
         loss_fp32_copies=tuple(float(x["loss_fp32_copies"]) for x in r),
-        loss_chunks=tuple(float(x.get("loss_chunks", 1.0)) for x in r))
+        loss_chunks=tuple(float(x.get("loss_chunks", 1.0)) for x in r),
+        adapter_bytes=tuple(REDUCE_DTYPES[x.get("adapter_dtype", "fp32")] for x in r))
 
 
 def buffer_dtypes(precision: str, grad_reduce_bytes: float) -> dict[str, str]:

@@ -13,8 +13,10 @@ Sources and conventions (each repeated beside its function):
   Dettmers et al. 2023, arXiv 2305.14314, section 4). Llama 3 8B, rank 16, all: 41,943,040.
 - Adapter state: PEFT keeps adapter weights in fp32 (`autocast_adapter_dtype=True`, PEFT's
   default), so weights 4 B + gradients 4 B + AdamW moments 8 B = 16 B per adapter parameter
-  (SGD with momentum: 4 B; Adafactor taken as 4 B). The frozen base has no gradients and no
-  optimizer state.
+  (SGD with momentum: 4 B; Adafactor taken as 4 B). A stack whose [memory.STACK] row says
+  `adapter_dtype = "bf16"` (torchtune: the adapters take the model's dtype, and AdamW its
+  moments in the parameters' dtype) halves each: 2 + 2 + 4 B. The frozen base has no
+  gradients and no optimizer state.
 - Frozen base storage: bf16/fp16 2 B (fp32 4 B) per parameter; NF4 with double quantization
   (QLoRA, section 3): 4 bits + 64-element blocks with 8-bit scales + one fp32 scale per 256
   blocks = 4 + 8/64 + 32/(64*256) = 4.127 bits; LLM.int8 (Dettmers et al. 2022, arXiv
@@ -25,10 +27,12 @@ Sources and conventions (each repeated beside its function):
   layer (at their storage size); stages 1/2 shard only the adapters' optimizer state/gradients.
 - Activations: LoRA keeps every activation the base keeps (the adapters need each target's
   input, the frozen path needs the activation gradients) plus each adapter's rank-r
-  intermediate x A (s*b*r elements per target); QLoRA adds the dequantized 16-bit copy of the
-  largest matrix of a layer, alive while it is multiplied (bitsandbytes dequantizes one weight
-  at a time). Method 'freeze' keeps activations only for the trainable layers (nothing below
-  them needs a gradient).
+  intermediate x A (s*b*r elements per target), less the inputs that only an unadapted frozen
+  matrix's weight gradient would need (`untargeted_input_bytes`); under full recompute both
+  change the recomputed layer, not the stored layer inputs; QLoRA adds the dequantized 16-bit
+  copy of the largest matrix of a layer, alive while it is multiplied (bitsandbytes
+  dequantizes one weight at a time). Method 'freeze' keeps activations only for the trainable
+  layers (nothing below them needs a gradient).
 - Paged optimizer (bitsandbytes, QLoRA section 3): the adapters' optimizer state pages to CPU
   memory only under memory pressure, so it is counted on the GPU (the conservative choice).
 - FLOPs: the forward is 2 N per token; the backward of a frozen matrix computes only the
@@ -47,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import ModelSpec
+from ..spec import O_OPTIMIZER, R_FULL, ModelSpec
 from ..workload import FineTune
 from .shapes import StageParams, act_element_bytes, sharded_params, tokens_per_rank
 
@@ -162,7 +166,7 @@ def _stage_adapters(model: ModelSpec, ft: FineTune, P: StageParams, tp: Any, ep:
 
 
 def stage_state(model: ModelSpec, ft: FineTune, P: StageParams, L: Any, *, wb: Any, gb: Any,
-                ob: Any, first: bool) -> dict[str, Any]:
+                ob: Any, first: bool, adapter_scale: Any = 1.0) -> dict[str, Any]:
     """The model-state parts of `memory.MemoryBreakdown` for one stage's GPU, fine-tuning.
 
     LoRA/QLoRA: base = matrices at base_bytes_per_param + root and norms at the weight size,
@@ -171,6 +175,7 @@ def stage_state(model: ModelSpec, ft: FineTune, P: StageParams, L: Any, *, wb: A
     as for full training), the rest the weights only. `adapter_*` hold the trainable part.
     """
     zero = np.asarray(L.zero)
+    half = np.asarray(adapter_scale, dtype=float)  # 1 (fp32 adapters) or 0.5 (bf16)
     share = lambda on: sharded_params(P, L.dp, L.cp, L.ep, on) / np.maximum(P.total, 1e-30)  # noqa: E731
     s3, s2, s1 = share(zero >= 3), share(zero >= 2), share(zero >= 1)
     group_gt1 = np.asarray(L.dp) * np.asarray(L.cp) > 1
@@ -179,8 +184,8 @@ def stage_state(model: ModelSpec, ft: FineTune, P: StageParams, L: Any, *, wb: A
     if ft.adapters:
         base = base_bytes_per_param(ft, wb) * matrices + wb * (P.total - matrices)
         n = _stage_adapters(model, ft, P, L.tp, L.ep)
-        aw, ag = ADAPTER_STATE_B["weights"] * n, ADAPTER_STATE_B["gradients"] * n
-        ao = ADAPTER_OPT_B[np.asarray(L.optimizer, dtype=np.intp)] * n
+        aw, ag = ADAPTER_STATE_B["weights"] * half * n, ADAPTER_STATE_B["gradients"] * half * n
+        ao = ADAPTER_OPT_B[np.asarray(L.optimizer, dtype=np.intp)] * half * n
         unit_b = base_bytes_per_param(ft, wb) * P.unit
     else:  # freeze: the trainable layers are whole layers of the stage
         layers = np.maximum(np.asarray(P.dense_layers + P.moe_layers, dtype=float), 1e-30)
@@ -189,7 +194,7 @@ def stage_state(model: ModelSpec, ft: FineTune, P: StageParams, L: Any, *, wb: A
         base = wb * (P.total - trained)
         aw, ag, ao = wb * trained, gb * trained, ob * trained
         unit_b = wb * P.unit
-    offload = np.asarray(L.offload, bool)
+    offload = (np.asarray(L.offload).astype(np.int64) & O_OPTIMIZER) != 0  # the optimizer bit
     ao_gpu = np.where(offload, 0.0, ao * s1)
     base_gpu, aw_gpu = base * s3, aw * s3
     return dict(
@@ -204,16 +209,43 @@ def stage_state(model: ModelSpec, ft: FineTune, P: StageParams, L: Any, *, wb: A
 
 
 def stage_parts(model: ModelSpec, ft: FineTune, P: StageParams, L: Any, state_b: Any,
-                stored: Any, transient: Any, first: bool) -> tuple[dict[str, Any], Any, Any]:
+                stored: Any, transient: Any, first: bool, sb: dict[str, Any] | None = None
+                ) -> tuple[dict[str, Any], Any, Any]:
     """Model state, stored and transient activations of a fine-tuned stage (memory.py calls it):
     the frozen base and adapters (`stage_state`), the activations of the layers that need
-    gradients plus the adapters' intermediates, and QLoRA's dequantized matrix."""
+    gradients plus the adapters' intermediates, and QLoRA's dequantized matrix. `sb`: the
+    stack's buffers (`buffers.StackBuffers.pick`), for its adapter dtype."""
     wb, gb, ob = state_b
-    d = stage_state(model, ft, P, L, wb=wb, gb=gb, ob=ob, first=first)
+    scale = (sb or {}).get("adapter_bytes", 4.0) / ADAPTER_STATE_B["weights"]
+    d = stage_state(model, ft, P, L, wb=wb, gb=gb, ob=ob, first=first, adapter_scale=scale)
     layers = np.maximum(np.asarray(P.dense_layers + P.moe_layers, dtype=float), 1e-30)
     keep = trainable_layers_on_stage(model, ft, P, L.pp, first)
-    stored = stored * keep / layers + keep * adapter_activation_bytes(model, ft, L)
+    # per layer: the adapters' intermediates in, the untargeted frozen matrices' inputs out;
+    # full recompute keeps only each layer's input, so both change the recomputed layer instead
+    delta = adapter_activation_bytes(model, ft, L) - untargeted_input_bytes(model, ft, L)
+    full = np.asarray(L.recompute) == R_FULL
+    stored = stored * keep / layers + np.where(full, 0.0, keep * delta)
+    transient = np.maximum(transient + np.where(full, delta, 0.0), 0.0)
     return d, stored, transient + dequant_bytes(model, ft, L.tp)
+
+
+def untargeted_input_bytes(model: ModelSpec, ft: FineTune, L: Any) -> Any:
+    """Per dense layer and micro-batch: saved inputs that only a frozen, unadapted matrix's
+    weight gradient would need, which autograd then does not keep (it saves a matmul's input
+    only when the weight requires a gradient). Targets 'attn': the MLP's input (the second
+    norm's output, e*s*b*h, /t with SP) and the down projection's input (e*s*b*ffn/t); 'mlp':
+    the QKV input (e*s*b*h, /t with SP; the output projection's input is flash attention's
+    output, which its backward keeps anyway). 0 for 'all', for 'freeze' and for MoE models
+    (their expert buffers are counted as in full training)."""
+    if not ft.adapters or ft.lora_targets == "all" or model.is_moe:
+        return 0.0
+    tp = np.asarray(L.tp, dtype=float)
+    t_seq = np.where(np.asarray(L.sp, bool), tp, 1.0)
+    e = act_element_bytes(np.asarray(L.precision, dtype=np.intp))
+    sb = tokens_per_rank(L.seq_len, L.micro_batch, L.cp)
+    if ft.lora_targets == "attn":
+        return e * sb * (model.hidden / t_seq + model.ffn / tp)
+    return e * sb * model.hidden / t_seq
 
 
 def adapter_activation_bytes(model: ModelSpec, ft: FineTune, L: Any) -> Any:

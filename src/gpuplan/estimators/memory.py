@@ -358,7 +358,7 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
             # the middle rank counts as a later stage (an upper bound for 'freeze'); the parts
             # it does not model (FP8 copies, host traffic) stay those of full training
             ft_d, stored, transient = finetune.stage_parts(model, ft, P, L, (wb, gb, ob), stored,
-                                                           transient, emb == 1.0)
+                                                           transient, emb == 1.0, sb)
             d = {**d, **ft_d}
         d["moe_tokens"] = np.where(P.moe_layers > 0, acts.moe_tokens, 0.0) * sb["moe_token_buffers"]
         held = inflight_microbatches(pp, L.vpp, m, rank)  # 1F1B: pp - rank (capped at m)
