@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from gpuplan.validation_finetune import TARGETS, load_runs, summary, validate_finetune
+from gpuplan.validation_finetune import (
+    MEMORY_KINDS,
+    TARGETS,
+    load_runs,
+    summary,
+    validate_finetune,
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,18 +49,22 @@ def test_mlperf_evaluations_are_on_the_clock(ft_results):
 
 
 def test_memory_rows_compare_the_measured_kind(ft_results):
-    """torchtune reports the allocator's active (= allocated) peak: no allocator margin and no
-    CUDA context in what is compared."""
-    mem = [r for r in ft_results if r.kind == "memory"]
-    assert len(mem) >= 6 and {r.memory_kind for r in mem} == {"allocated"}
+    """Each memory row is compared with the figure its source reports: torchtune's active (=
+    allocated) peak, Answer.AI's peak reserved (two rows: the allocated figures its text
+    quotes). An allocated row gets no allocator margin and no CUDA context."""
+    mem = {r.id: r for r in ft_results if r.kind == "memory"}
+    assert len(mem) >= 10 and {r.memory_kind for r in mem.values()} <= set(MEMORY_KINDS)
+    assert all(r.memory_kind == "allocated" for i, r in mem.items() if i.startswith("torchtune"))
+    lora = [mem["answerai-llama2-7b-lora-c2048-b1"], mem["answerai-llama2-7b-lora-c2048-b4"]]
+    assert [r.memory_kind for r in lora] == ["allocated", "reserved"]
 
 
-@pytest.mark.xfail(strict=True, reason="memory misses the 10% median target: 17% median over 6 "
-                   "torchtune rows (+10% to +38%). The rows' remaining excess is the same 1-3 "
-                   "GiB on LoRA and QLoRA: the peak counts the loss's logits and a layer's "
-                   "recompute working set together (memory.py sums them; alive at different "
-                   "times, the allocated peak would be their max), and the 405B row's config "
-                   "contradicts the README's note. Validation only, nothing fitted.")
+@pytest.mark.xfail(strict=True, reason="memory misses the 10% median target: 11% median over 23 "
+                   "rows (torchtune +10% to +38%, Answer.AI -28% to +11%). Allocated rows are "
+                   "all over-predicted: memory.py counts the loss's logits and a layer's "
+                   "recompute working set as alive together; counting their max in `allocated` "
+                   "(they are alive at different times) gives 9% (report of #15). Validation "
+                   "only, nothing fitted.")
 def test_finetune_memory_median_within_10_percent(ft_results):
     assert summary(ft_results)["memory"]["median_abs_error"] <= 0.10
 

@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import O_OPTIMIZER, R_FULL, ModelSpec
+from ..spec import O_GRADS, O_OPTIMIZER, O_PARAMS, R_FULL, ModelSpec
 from ..workload import FineTune
 from .shapes import StageParams, act_element_bytes, sharded_params, tokens_per_rank
 
@@ -173,6 +173,8 @@ def stage_state(model: ModelSpec, ft: FineTune, P: StageParams, L: Any, *, wb: A
     sharded over dp*cp by ZeRO-3; adapters at 4 B weights (ZeRO-3), 4 B gradients (ZeRO-2),
     optimizer bytes (ZeRO-1). freeze: the trainable layers keep the full model state (wb, gb, ob
     as for full training), the rest the weights only. `adapter_*` hold the trainable part.
+    Offload (Layout.offload bits): the optimizer state; under ZeRO-3 the parameter shards (base
+    and adapters; FSDP's CPUOffload), under ZeRO-2/3 the gradient shards, as for full training.
     """
     zero = np.asarray(L.zero)
     half = np.asarray(adapter_scale, dtype=float)  # 1 (fp32 adapters) or 0.5 (bf16)
@@ -194,12 +196,16 @@ def stage_state(model: ModelSpec, ft: FineTune, P: StageParams, L: Any, *, wb: A
         base = wb * (P.total - trained)
         aw, ag, ao = wb * trained, gb * trained, ob * trained
         unit_b = wb * P.unit
-    offload = (np.asarray(L.offload).astype(np.int64) & O_OPTIMIZER) != 0  # the optimizer bit
+    bits = np.asarray(L.offload).astype(np.int64)
+    offload = (bits & O_OPTIMIZER) != 0
+    params = ((bits & O_PARAMS) != 0) & (zero >= 3)  # FSDP CPUOffload: the shards on the host
+    grads = ((bits & O_GRADS) != 0) & (zero >= 2)
     ao_gpu = np.where(offload, 0.0, ao * s1)
-    base_gpu, aw_gpu = base * s3, aw * s3
+    base_gpu, aw_gpu = np.where(params, 0.0, base * s3), np.where(params, 0.0, aw * s3)
     return dict(
-        weights=base_gpu + aw_gpu, gradients=ag * s2, optimizer=ao_gpu,
-        offloaded=np.where(offload, ao * s1, 0.0),
+        weights=base_gpu + aw_gpu, gradients=np.where(grads, 0.0, ag * s2), optimizer=ao_gpu,
+        offloaded=np.where(offload, ao * s1, 0.0) + np.where(params, (base + aw) * s3, 0.0)
+        + np.where(grads, ag * s2, 0.0),
         gathered=np.where(gather, np.minimum(2.0, P.dense_layers + P.moe_layers) * unit_b
                           + wb * P.root, 0.0),
         grad_bucket=np.zeros_like(base_gpu), grad_accum=np.zeros_like(base_gpu),
