@@ -73,37 +73,42 @@ def _model_flags(text: str) -> dict[str, Any]:
     return out
 
 
-def _estimate(cat: Catalog, row: dict[str, str]) -> Any:
-    from .api import estimate
+def _row_model(cat: Catalog, row: dict[str, str]) -> Any:
+    """The row's model: its `model_flags`, or else the preset its `model` names."""
+    from .workload import model_from_flags, resolve_model
 
     flags = _model_flags(row["model_flags"])
-    return estimate(model=None if flags else row["model"], gpu=row["gpu"], gpus=int(row["gpus"]),
-                    tp=int(row["tp"]), cp=int(row["cp"] or 1), zero=int(row["zero"]),
-                    seq_len=int(row["seq_len"]), micro_batch=int(row["micro_batch"]),
-                    global_batch=int(row["global_batch"]), recompute=row["recompute"],
-                    precision=row["precision"], stack=row["stack"] or "megatron",
-                    offload=row["offload"] or False, method=row["method"],
-                    lora_rank=_opt_int(row["lora_rank"]),
-                    lora_targets=row["lora_targets"] or None,
-                    samples=_opt_int(row["samples"]), catalog=cat, **flags)
+    return model_from_flags(**flags) if flags else resolve_model(cat, row["model"])
 
 
-def eval_minutes(cat: Catalog, row: dict[str, str], tokens_per_s: float) -> float:
+def _estimate(cat: Catalog, row: dict[str, str], model: Any) -> Any:
+    from .api import estimate
+
+    return estimate(model=model, gpu=row["gpu"], gpus=int(row["gpus"]), tp=int(row["tp"]),
+                    cp=int(row["cp"] or 1), zero=int(row["zero"]), seq_len=int(row["seq_len"]),
+                    micro_batch=int(row["micro_batch"]), global_batch=int(row["global_batch"]),
+                    recompute=row["recompute"], precision=row["precision"],
+                    stack=row["stack"] or "megatron", offload=row["offload"] or False,
+                    method=row["method"], lora_rank=_opt_int(row["lora_rank"]),
+                    lora_targets=row["lora_targets"] or None, samples=_opt_int(row["samples"]),
+                    catalog=cat)
+
+
+def eval_minutes(model: Any, row: dict[str, str], tokens_per_s: float) -> float:
     """Minutes of the row's evaluations: evals x eval_samples sequences, forward only."""
     if not row["evals"].strip() or tokens_per_s <= 0:
         return 0.0
     from .estimators import compute
     from .estimators import finetune as ftm
     from .spec import R_FULL, RECOMPUTE
-    from .workload import finetune_spec, resolve_model, with_finetune
+    from .workload import finetune_spec, with_finetune
 
-    m = resolve_model(cat, row["model"])
-    ft = finetune_spec(m, method=row["method"], lora_rank=_opt_int(row["lora_rank"]),
+    ft = finetune_spec(model, method=row["method"], lora_rank=_opt_int(row["lora_rank"]),
                        lora_targets=row["lora_targets"] or None)
     seq = int(row["seq_len"])
-    fl = compute.flops_per_token(with_finetune(m, ft), seq)
+    fl = compute.flops_per_token(with_finetune(model, ft), seq)
     rc = RECOMPUTE.index(row["recompute"]) if row["recompute"] in RECOMPUTE else R_FULL
-    share = float(ftm.forward_share(m, ft, model_flops=fl.model, attention=fl.attention,
+    share = float(ftm.forward_share(model, ft, model_flops=fl.model, attention=fl.attention,
                                     lm_head=fl.lm_head, recompute_extra=fl.recompute_extra(rc)))
     sequences = float(row["evals"]) * float(row["eval_samples"])
     return sequences * seq * share / tokens_per_s / 60.0
@@ -117,12 +122,13 @@ def predict(cat: Catalog, row: dict[str, str]) -> float:
 
 def _predict(cat: Catalog, row: dict[str, str]) -> tuple[float, float]:
     """(the prediction, the evaluations' minutes within it)."""
-    e = _estimate(cat, row)
+    model = _row_model(cat, row)
+    e = _estimate(cat, row, model)
     if row["kind"] == "memory":
         kind = row["memory_kind"] or "device"
         return {"allocated": e.allocated_gib, "reserved": e.reserved_gib,
                 "device": e.memory_gib.total}[kind], 0.0
-    evals = eval_minutes(cat, row, e.tokens_per_s)
+    evals = eval_minutes(model, row, e.tokens_per_s)
     return (e.useful_days or 0.0) * 24 * 60 + evals, evals
 
 
