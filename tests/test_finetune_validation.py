@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from gpuplan.validation_finetune import TARGETS, load_runs, summary, validate_finetune
+from gpuplan.validation_finetune import (
+    MEMORY_KINDS,
+    TARGETS,
+    load_runs,
+    summary,
+    validate_finetune,
+)
 
 
 @pytest.fixture(scope="module")
@@ -26,17 +32,39 @@ def test_predictions_are_finite_and_positive(ft_results):
     assert all(r.predicted > 0 and abs(r.error) < 10 for r in ft_results)
 
 
-@pytest.mark.xfail(strict=True, reason="issue #15 target (MLPerf LoRA time within 20% median) "
-                   "missed since the #12 communication terms and refit: 21.7% median "
-                   "(H100 -20%, B200 -23%, both predicted too fast)")
 def test_mlperf_lora_time_median_within_20_percent(ft_results):
-    assert summary(ft_results)["time"]["median_abs_error"] <= 0.20
+    """Issue #15 target, met: MLPerf Llama 2 70B LoRA time to train (evaluations on the clock,
+    as MLPerf times them) within 20% median over the 6 runs (today 5%, worst 10%)."""
+    s = summary(ft_results)["time"]
+    assert s["runs"] >= 5 and s["median_abs_error"] <= 0.20
 
 
-@pytest.mark.xfail(strict=True, reason="memory misses the 10% median target: +38..+74% "
-                   "(torchtune measures with compiled, chunked cross-entropy and reports "
-                   "allocated memory; we count fp32 logits, the runtime overhead and "
-                   "fragmentation). Validation only, nothing fitted.")
+def test_mlperf_evaluations_are_on_the_clock(ft_results):
+    """MLPerf's time includes ~5 evaluations of 173 sequences, forward only: about 0.47 of a
+    trained sequence each (NVIDIA's v4.0 H100 log: 37.3 s per evaluation against 0.464 s per
+    trained sample, 0.465), so 10-15% of the predicted time; without them every run would be
+    predicted 10-15% faster."""
+    for r in (r for r in ft_results if r.kind == "time"):
+        assert 0.08 < r.eval_minutes / r.predicted < 0.16, r.id
+
+
+def test_memory_rows_compare_the_measured_kind(ft_results):
+    """Each memory row is compared with the figure its source reports: torchtune's active (=
+    allocated) peak, Answer.AI's peak reserved (two rows: the allocated figures its text
+    quotes). An allocated row gets no allocator margin and no CUDA context."""
+    mem = {r.id: r for r in ft_results if r.kind == "memory"}
+    assert len(mem) >= 10 and {r.memory_kind for r in mem.values()} <= set(MEMORY_KINDS)
+    assert all(r.memory_kind == "allocated" for i, r in mem.items() if i.startswith("torchtune"))
+    lora = [mem["answerai-llama2-7b-lora-c2048-b1"], mem["answerai-llama2-7b-lora-c2048-b4"]]
+    assert [r.memory_kind for r in lora] == ["allocated", "reserved"]
+
+
+@pytest.mark.xfail(strict=True, reason="memory misses the 10% median target: 11% median over 23 "
+                   "rows (torchtune +10% to +38%, Answer.AI -28% to +11%). Allocated rows are "
+                   "all over-predicted: memory.py counts the loss's logits and a layer's "
+                   "recompute working set as alive together; counting their max in `allocated` "
+                   "(they are alive at different times) gives 9% (report of #15). Validation "
+                   "only, nothing fitted.")
 def test_finetune_memory_median_within_10_percent(ft_results):
     assert summary(ft_results)["memory"]["median_abs_error"] <= 0.10
 

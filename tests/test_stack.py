@@ -18,7 +18,7 @@ RUN = dict(model="llama3-8b", gpu="h100-sxm", gpus=8, zero=1, tokens="100B",
 
 
 def test_stack_names_and_default():
-    assert STACKS == ("megatron", "nemo", "torchtitan", "fsdp", "deepspeed")
+    assert STACKS == ("megatron", "nemo", "torchtitan", "fsdp", "deepspeed", "torchtune")
     assert Layout().stack == 0
 
 

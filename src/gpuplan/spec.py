@@ -49,9 +49,10 @@ VENDORS = ("nvidia", "amd", "intel", "huawei")
 # megatron = Megatron-LM / Megatron-Core; nemo = NVIDIA NeMo 2 / Megatron-Bridge (on
 # Megatron-Core); torchtitan = PyTorch-native FSDP2/TP/PP (torchtitan); fsdp = other
 # PyTorch FSDP trainers (llm-foundry, OLMo, nanotron, HF accelerate); deepspeed = DeepSpeed and
-# Megatron-DeepSpeed. docs/calibration.md says how each is calibrated.
-STACKS = ("megatron", "nemo", "torchtitan", "fsdp", "deepspeed")
-MEGATRON, NEMO, TORCHTITAN, FSDP_STACK, DEEPSPEED = range(5)
+# Megatron-DeepSpeed; torchtune = PyTorch's fine-tuning library (FSDP2, pure bf16, chunked
+# cross-entropy; #15). docs/calibration.md says how each is calibrated.
+STACKS = ("megatron", "nemo", "torchtitan", "fsdp", "deepspeed", "torchtune")
+MEGATRON, NEMO, TORCHTITAN, FSDP_STACK, DEEPSPEED, TORCHTUNE = range(6)
 
 
 def code(table: tuple[str, ...], name: str, what: str) -> int:

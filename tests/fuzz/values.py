@@ -56,7 +56,7 @@ GOOD: dict[str, tuple[str, ...]] = {
     "vendor": ("nvidia", "amd", "intel", "huawei"),
     "acquisition": ("cloud", "own", "any"),
     "recompute": ("none", "selective", "full", "op", "modules"),
-    "stack": ("megatron", "nemo", "torchtitan", "fsdp", "deepspeed"),
+    "stack": ("megatron", "nemo", "torchtitan", "fsdp", "deepspeed", "torchtune"),
     "confidence": ("0.5", "0.7", "0.9"),
     "watts": ("300", "450", "700", "1000"),
     "grad-dtype": ("fp32", "bf16"),

@@ -328,6 +328,8 @@ STACK_MEMORY: dict[str, Field] = {
     "fp8_primary_weights": Field("bool", False),
     "fp8_input_bytes": num(False, high=4.0),
     "swiglu_saved_ffn": num(False, high=8.0),
+    "loss_chunks": num(False, low=1.0, high=1024.0),
+    "adapter_dtype": text(False, choices=("fp32", "bf16")),
     "source": text(),
     "as_of": date(),
     "notes": text(False),

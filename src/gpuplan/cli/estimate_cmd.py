@@ -82,7 +82,7 @@ def register(sub: Any) -> None:
                    help="materialize attention scores (flash attention is on by default)")
     g.add_argument("--dropout", action="store_true", help="dropout on (saves its masks)")
     g.add_argument("--stack", default="megatron", help="training software: megatron, nemo, "
-                   "torchtitan, fsdp or deepspeed (default megatron)")
+                   "torchtitan, fsdp, deepspeed or torchtune (default megatron)")
     g.add_argument("--grad-reduce-dtype", choices=("fp32", "bf16"),
                    help="gradient accumulation / reduction buffer dtype (default: the software "
                    "stack's, data/memory.toml; Megatron-LM and NeMo fp32)")

@@ -72,8 +72,8 @@ def register(sub: Any) -> None:
                    help="allow GeForce cards beyond one node (excluded by default)")
     f.add_argument("--precision", action="append", default=[],
                    help="precisions to consider (default: bf16 and fp8 where supported)")
-    f.add_argument("--stack", help="training software: megatron, nemo, torchtitan, fsdp or "
-                   "deepspeed (default: each GPU family's best-supported stack)")
+    f.add_argument("--stack", help="training software: megatron, nemo, torchtitan, fsdp, "
+                   "deepspeed or torchtune (default: each GPU family's best-supported stack)")
     f.add_argument("--confidence", type=float, help="rank on this quantile of time and cost "
                    "against the deadline and budget, e.g. 0.9 for the P90 (default: the median)")
     add_finetune_options(p)

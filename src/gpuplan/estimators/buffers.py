@@ -33,6 +33,12 @@ sourced there):
 - compiled_loss: the loss runs under torch.compile (torchtitan >= 2025 with training.compile):
   it saves the 16-bit logits instead of an fp32 log-softmax and makes no fp32 copy. Not a
   catalog column: a run's setting (`with_compiled_loss`; the memory dataset's `compiled_loss`).
+- loss_chunks: the loss runs over this many chunks of the tokens (torchtune's
+  CEWithChunkedOutputLoss, 8), so its fp32 tensors (the saved log-softmax and the copies) are
+  one chunk's; 1 (the default) is an unchunked loss;
+- adapter_bytes: bytes per LoRA adapter weight (4 = fp32, PEFT's autocast_adapter_dtype, the
+  default; 2 = the model's bf16, torchtune); gradients and optimizer moments follow it
+  (estimators/finetune.py).
 
 `LEGACY` is the model before stacks were an input (fp32 accumulation only with several
 micro-batches, one cached fp8 copy, no token buffers): what `memory_breakdown` uses when no
@@ -82,6 +88,8 @@ class StackBuffers:
     fp8_input_bytes: tuple[float, ...] = (2.0,) * len(STACKS)
     swiglu_saved_ffn: tuple[float, ...] = (4.0,) * len(STACKS)
     compiled_loss: tuple[bool, ...] = (False,) * len(STACKS)
+    loss_chunks: tuple[float, ...] = (1.0,) * len(STACKS)
+    adapter_bytes: tuple[float, ...] = (4.0,) * len(STACKS)
 
     def pick(self, stack: Any) -> dict[str, Any]:
         """The constants of each configuration's stack (arrays shaped like `stack`)."""
@@ -121,7 +129,9 @@ def from_table(rows: dict[str, dict[str, Any]]) -> StackBuffers:
         pp_unsharded_step=tuple(bool(x.get("pp_unsharded_step", False)) for x in r),
         fp8_primary_weights=tuple(bool(x.get("fp8_primary_weights", False)) for x in r),
         fp8_input_bytes=tuple(float(x.get("fp8_input_bytes", 2.0)) for x in r),
-        swiglu_saved_ffn=tuple(float(x.get("swiglu_saved_ffn", 4.0)) for x in r))
+        swiglu_saved_ffn=tuple(float(x.get("swiglu_saved_ffn", 4.0)) for x in r),
+        loss_chunks=tuple(float(x.get("loss_chunks", 1.0)) for x in r),
+        adapter_bytes=tuple(REDUCE_DTYPES[x.get("adapter_dtype", "fp32")] for x in r))
 
 
 def buffer_dtypes(precision: str, grad_reduce_bytes: float) -> dict[str, str]:

@@ -13,8 +13,10 @@ Sources and conventions (each repeated beside its function):
   Dettmers et al. 2023, arXiv 2305.14314, section 4). Llama 3 8B, rank 16, all: 41,943,040.
 - Adapter state: PEFT keeps adapter weights in fp32 (`autocast_adapter_dtype=True`, PEFT's
   default), so weights 4 B + gradients 4 B + AdamW moments 8 B = 16 B per adapter parameter
-  (SGD with momentum: 4 B; Adafactor taken as 4 B). The frozen base has no gradients and no
-  optimizer state.
+  (SGD with momentum: 4 B; Adafactor taken as 4 B). A stack whose [memory.STACK] row says
+  `adapter_dtype = "bf16"` (torchtune: the adapters take the model's dtype, and AdamW its
+  moments in the parameters' dtype) halves each: 2 + 2 + 4 B. The frozen base has no
+  gradients and no optimizer state.
 - Frozen base storage: bf16/fp16 2 B (fp32 4 B) per parameter; NF4 with double quantization
   (QLoRA, section 3): 4 bits + 64-element blocks with 8-bit scales + one fp32 scale per 256
   blocks = 4 + 8/64 + 32/(64*256) = 4.127 bits; LLM.int8 (Dettmers et al. 2022, arXiv
@@ -25,10 +27,12 @@ Sources and conventions (each repeated beside its function):
   layer (at their storage size); stages 1/2 shard only the adapters' optimizer state/gradients.
 - Activations: LoRA keeps every activation the base keeps (the adapters need each target's
   input, the frozen path needs the activation gradients) plus each adapter's rank-r
-  intermediate x A (s*b*r elements per target); QLoRA adds the dequantized 16-bit copy of the
-  largest matrix of a layer, alive while it is multiplied (bitsandbytes dequantizes one weight
-  at a time). Method 'freeze' keeps activations only for the trainable layers (nothing below
-  them needs a gradient).
+  intermediate x A (s*b*r elements per target), less the inputs that only an unadapted frozen
+  matrix's weight gradient would need (`untargeted_input_bytes`); under full recompute both
+  change the recomputed layer, not the stored layer inputs; QLoRA adds the dequantized 16-bit
+  copy of the largest matrix of a layer, alive while it is multiplied (bitsandbytes
+  dequantizes one weight at a time). Method 'freeze' keeps activations only for the trainable
+  layers (nothing below them needs a gradient).
 - Paged optimizer (bitsandbytes, QLoRA section 3): the adapters' optimizer state pages to CPU
   memory only under memory pressure, so it is counted on the GPU (the conservative choice).
 - FLOPs: the forward is 2 N per token; the backward of a frozen matrix computes only the
@@ -47,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import ModelSpec
+from ..spec import O_GRADS, O_OPTIMIZER, O_PARAMS, R_FULL, ModelSpec
 from ..workload import FineTune
 from .shapes import StageParams, act_element_bytes, sharded_params, tokens_per_rank
 
@@ -59,6 +63,7 @@ __all__ = [
     "adapter_params_per_layer",
     "base_bytes_per_param",
     "flops_ratios",
+    "forward_share",
     "stage_state",
     "target_matrices",
     "trainable_layers_on_stage",
@@ -161,15 +166,18 @@ def _stage_adapters(model: ModelSpec, ft: FineTune, P: StageParams, tp: Any, ep:
 
 
 def stage_state(model: ModelSpec, ft: FineTune, P: StageParams, L: Any, *, wb: Any, gb: Any,
-                ob: Any, first: bool) -> dict[str, Any]:
+                ob: Any, first: bool, adapter_scale: Any = 1.0) -> dict[str, Any]:
     """The model-state parts of `memory.MemoryBreakdown` for one stage's GPU, fine-tuning.
 
     LoRA/QLoRA: base = matrices at base_bytes_per_param + root and norms at the weight size,
     sharded over dp*cp by ZeRO-3; adapters at 4 B weights (ZeRO-3), 4 B gradients (ZeRO-2),
     optimizer bytes (ZeRO-1). freeze: the trainable layers keep the full model state (wb, gb, ob
     as for full training), the rest the weights only. `adapter_*` hold the trainable part.
+    Offload (Layout.offload bits): the optimizer state; under ZeRO-3 the parameter shards (base
+    and adapters; FSDP's CPUOffload), under ZeRO-2/3 the gradient shards, as for full training.
     """
     zero = np.asarray(L.zero)
+    half = np.asarray(adapter_scale, dtype=float)  # 1 (fp32 adapters) or 0.5 (bf16)
     share = lambda on: sharded_params(P, L.dp, L.cp, L.ep, on) / np.maximum(P.total, 1e-30)  # noqa: E731
     s3, s2, s1 = share(zero >= 3), share(zero >= 2), share(zero >= 1)
     group_gt1 = np.asarray(L.dp) * np.asarray(L.cp) > 1
@@ -178,8 +186,8 @@ def stage_state(model: ModelSpec, ft: FineTune, P: StageParams, L: Any, *, wb: A
     if ft.adapters:
         base = base_bytes_per_param(ft, wb) * matrices + wb * (P.total - matrices)
         n = _stage_adapters(model, ft, P, L.tp, L.ep)
-        aw, ag = ADAPTER_STATE_B["weights"] * n, ADAPTER_STATE_B["gradients"] * n
-        ao = ADAPTER_OPT_B[np.asarray(L.optimizer, dtype=np.intp)] * n
+        aw, ag = ADAPTER_STATE_B["weights"] * half * n, ADAPTER_STATE_B["gradients"] * half * n
+        ao = ADAPTER_OPT_B[np.asarray(L.optimizer, dtype=np.intp)] * half * n
         unit_b = base_bytes_per_param(ft, wb) * P.unit
     else:  # freeze: the trainable layers are whole layers of the stage
         layers = np.maximum(np.asarray(P.dense_layers + P.moe_layers, dtype=float), 1e-30)
@@ -188,12 +196,16 @@ def stage_state(model: ModelSpec, ft: FineTune, P: StageParams, L: Any, *, wb: A
         base = wb * (P.total - trained)
         aw, ag, ao = wb * trained, gb * trained, ob * trained
         unit_b = wb * P.unit
-    offload = np.asarray(L.offload, bool)
+    bits = np.asarray(L.offload).astype(np.int64)
+    offload = (bits & O_OPTIMIZER) != 0
+    params = ((bits & O_PARAMS) != 0) & (zero >= 3)  # FSDP CPUOffload: the shards on the host
+    grads = ((bits & O_GRADS) != 0) & (zero >= 2)
     ao_gpu = np.where(offload, 0.0, ao * s1)
-    base_gpu, aw_gpu = base * s3, aw * s3
+    base_gpu, aw_gpu = np.where(params, 0.0, base * s3), np.where(params, 0.0, aw * s3)
     return dict(
-        weights=base_gpu + aw_gpu, gradients=ag * s2, optimizer=ao_gpu,
-        offloaded=np.where(offload, ao * s1, 0.0),
+        weights=base_gpu + aw_gpu, gradients=np.where(grads, 0.0, ag * s2), optimizer=ao_gpu,
+        offloaded=np.where(offload, ao * s1, 0.0) + np.where(params, (base + aw) * s3, 0.0)
+        + np.where(grads, ag * s2, 0.0),
         gathered=np.where(gather, np.minimum(2.0, P.dense_layers + P.moe_layers) * unit_b
                           + wb * P.root, 0.0),
         grad_bucket=np.zeros_like(base_gpu), grad_accum=np.zeros_like(base_gpu),
@@ -203,16 +215,43 @@ def stage_state(model: ModelSpec, ft: FineTune, P: StageParams, L: Any, *, wb: A
 
 
 def stage_parts(model: ModelSpec, ft: FineTune, P: StageParams, L: Any, state_b: Any,
-                stored: Any, transient: Any, first: bool) -> tuple[dict[str, Any], Any, Any]:
+                stored: Any, transient: Any, first: bool, sb: dict[str, Any] | None = None
+                ) -> tuple[dict[str, Any], Any, Any]:
     """Model state, stored and transient activations of a fine-tuned stage (memory.py calls it):
     the frozen base and adapters (`stage_state`), the activations of the layers that need
-    gradients plus the adapters' intermediates, and QLoRA's dequantized matrix."""
+    gradients plus the adapters' intermediates, and QLoRA's dequantized matrix. `sb`: the
+    stack's buffers (`buffers.StackBuffers.pick`), for its adapter dtype."""
     wb, gb, ob = state_b
-    d = stage_state(model, ft, P, L, wb=wb, gb=gb, ob=ob, first=first)
+    scale = (sb or {}).get("adapter_bytes", 4.0) / ADAPTER_STATE_B["weights"]
+    d = stage_state(model, ft, P, L, wb=wb, gb=gb, ob=ob, first=first, adapter_scale=scale)
     layers = np.maximum(np.asarray(P.dense_layers + P.moe_layers, dtype=float), 1e-30)
     keep = trainable_layers_on_stage(model, ft, P, L.pp, first)
-    stored = stored * keep / layers + keep * adapter_activation_bytes(model, ft, L)
+    # per layer: the adapters' intermediates in, the untargeted frozen matrices' inputs out;
+    # full recompute keeps only each layer's input, so both change the recomputed layer instead
+    delta = adapter_activation_bytes(model, ft, L) - untargeted_input_bytes(model, ft, L)
+    full = np.asarray(L.recompute) == R_FULL
+    stored = stored * keep / layers + np.where(full, 0.0, keep * delta)
+    transient = np.maximum(transient + np.where(full, delta, 0.0), 0.0)
     return d, stored, transient + dequant_bytes(model, ft, L.tp)
+
+
+def untargeted_input_bytes(model: ModelSpec, ft: FineTune, L: Any) -> Any:
+    """Per dense layer and micro-batch: saved inputs that only a frozen, unadapted matrix's
+    weight gradient would need, which autograd then does not keep (it saves a matmul's input
+    only when the weight requires a gradient). Targets 'attn': the MLP's input (the second
+    norm's output, e*s*b*h, /t with SP) and the down projection's input (e*s*b*ffn/t); 'mlp':
+    the QKV input (e*s*b*h, /t with SP; the output projection's input is flash attention's
+    output, which its backward keeps anyway). 0 for 'all', for 'freeze' and for MoE models
+    (their expert buffers are counted as in full training)."""
+    if not ft.adapters or ft.lora_targets == "all" or model.is_moe:
+        return 0.0
+    tp = np.asarray(L.tp, dtype=float)
+    t_seq = np.where(np.asarray(L.sp, bool), tp, 1.0)
+    e = act_element_bytes(np.asarray(L.precision, dtype=np.intp))
+    sb = tokens_per_rank(L.seq_len, L.micro_batch, L.cp)
+    if ft.lora_targets == "attn":
+        return e * sb * (model.hidden / t_seq + model.ffn / tp)
+    return e * sb * model.hidden / t_seq
 
 
 def adapter_activation_bytes(model: ModelSpec, ft: FineTune, L: Any) -> Any:
@@ -259,3 +298,17 @@ def flops_ratios(model: ModelSpec, ft: FineTune, *, model_flops: Any, attention:
 def quant_slowdown(ft: FineTune) -> float:
     """Compute-time factor of the quantized base (QUANT_SLOWDOWN; 1 unless quantized)."""
     return QUANT_SLOWDOWN.get(ft.quant, 1.0) if ft.adapters else 1.0
+
+
+def forward_share(model: ModelSpec, ft: FineTune, *, model_flops: Any, attention: Any,
+                  lm_head: Any, recompute_extra: Any) -> Any:
+    """Hardware FLOPs of a forward pass alone (an evaluation: model / 3 in the PaLM convention,
+    nothing recomputed) over those of one fine-tuning step, per token. LoRA without recompute:
+    (2N + attn/3) / (4N + 2 attn/3 + 6 adapters), about 0.47 for Llama 2 70B at 8,192 tokens;
+    MLPerf's own log (NVIDIA DGX H100, v4.0) gives 37.3 s per pass over 173 samples against
+    0.464 s per trained sample, 0.465."""
+    _, hw_r = flops_ratios(model, ft, model_flops=model_flops, attention=attention,
+                           lm_head=lm_head, recompute_extra=recompute_extra)
+    model_flops = np.asarray(model_flops, dtype=float)
+    full_hw = model_flops + np.asarray(recompute_extra, dtype=float)
+    return model_flops / 3.0 / (hw_r * full_hw)

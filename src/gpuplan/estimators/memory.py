@@ -359,7 +359,9 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
     for P, rank, emb, last in ((placed[0], 0, 1.0, pp == 1), (placed[2], pp - 1, 0.0, True),
                                (placed[1], 1, 0.0, False)):
         d = bufm.dualpipe_copies(_state(P, L, wb, gb, ob, m, sb), dual)
-        head = acts.head + sb["loss_fp32_copies"] * acts.loss_copy
+        # the loss's fp32 tensors (saved log-softmax + copies) are one chunk's (buffers.py)
+        head = acts.head + ((1.0 + sb["loss_fp32_copies"]) / sb["loss_chunks"] - 1.0) \
+            * acts.loss_copy
         stored = P.dense_layers * acts.dense_stored + P.moe_layers * acts.moe_stored
         transient = np.maximum(np.where(P.dense_layers > 0, acts.dense_transient, 0.0),
                                np.where(P.moe_layers > 0, acts.moe_transient, 0.0))
@@ -367,7 +369,7 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
             # the middle rank counts as a later stage (an upper bound for 'freeze'); the parts
             # it does not model (FP8 copies, host traffic) stay those of full training
             ft_d, stored, transient = finetune.stage_parts(model, ft, P, L, (wb, gb, ob), stored,
-                                                           transient, emb == 1.0)
+                                                           transient, emb == 1.0, sb)
             d = {**d, **ft_d}
         d["moe_tokens"] = np.where(P.moe_layers > 0, acts.moe_tokens, 0.0) * sb["moe_token_buffers"]
         # 1F1B: pp - rank (capped at m); DualPipe pp + 1 (buffers.dualpipe_inflight)
