@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..estimators.memory import memory_breakdown
+from ..estimators.memory import memory_breakdown, most_loaded_total
 from ..spec import R_FULL, RECOMPUTE, Layout, ModelSpec
 from ..units import GiB
 from .results import FitOption
@@ -28,7 +28,8 @@ MAX_GPUS = 65536  # largest cluster the "more GPUs" search considers
 
 
 def _variants(model: ModelSpec, base: dict[str, Any], gpus: int) -> list[tuple[str, str, dict]]:
-    """(knob, flag text, field overrides), in order from least to most disruptive."""
+    """(knob, flag text, field overrides) of the knobs that keep the GPU count, in order from
+    least to most disruptive (the GPU counts after them: `_gpu_counts`)."""
     out: list[tuple[str, str, dict]] = []
     for r in range(int(base["recompute"]) + 1, R_FULL + 1):  # the modes after full are finer
         out.append(("recompute", f"--recompute {RECOMPUTE[r]}", {"recompute": r}))
@@ -47,16 +48,35 @@ def _variants(model: ModelSpec, base: dict[str, Any], gpus: int) -> list[tuple[s
     for p in range(pp + 1, model.layers + 1):
         if model.layers % p == 0 and gpus % (tp * p * cp) == 0:
             out.append(("pp", f"--pp {p}", {"pp": p, "dp": gpus // (tp * p * cp)}))
-    per_replica = tp * pp * cp
-    counts = [n for n in range(8 * (gpus // 8 + 1), MAX_GPUS + 1, 8) if n % per_replica == 0]
-    for n in counts:
-        out.append(("gpus", f"{n}", {"zero": 3, "dp": n // per_replica}))
-    if int(base["recompute"]) != R_FULL:  # last resort: both, then more GPUs
-        full = R_FULL
-        for n in counts:
-            out.append(("gpus+full", f"{n}", {"zero": 3, "dp": n // per_replica,
-                                               "recompute": full}))
     return out
+
+
+def _gpu_counts(base: dict[str, Any], gpus: int) -> np.ndarray:
+    """The larger GPU counts tried with ZeRO-3: multiples of 8 above `gpus`, up to MAX_GPUS,
+    that hold whole replicas (tp * pp * cp GPUs)."""
+    per_replica = int(base["tp"]) * int(base["pp"]) * int(base["cp"])
+    counts = np.arange(8 * (gpus // 8 + 1), MAX_GPUS + 1, 8, dtype=np.int64)
+    return counts[counts % per_replica == 0]
+
+
+def _grid(base: dict[str, Any], variants: list[tuple[str, str, dict]], counts: np.ndarray
+          ) -> tuple[Layout, list[str]]:
+    """Every variant as one grid (rows: `variants`, then each count with ZeRO-3, then, unless
+    the layout recomputes fully already, each count with ZeRO-3 and full recompute) and the
+    knob of each row."""
+    per_replica = int(base["tp"]) * int(base["pp"]) * int(base["cp"])
+    blocks = [(counts, {"zero": 3})]
+    if int(base["recompute"]) != R_FULL:  # last resort: both, then more GPUs
+        blocks.append((counts, {"zero": 3, "recompute": R_FULL}))
+    cols = {}
+    for k, v in base.items():
+        parts = [np.array([ov.get(k, v) for _, _, ov in variants])]
+        for n, ov in blocks:
+            parts.append(n // per_replica if k == "dp" else np.full(len(n), ov.get(k, v)))
+        cols[k] = np.concatenate(parts) if len(variants) else np.concatenate(parts[1:])
+    knobs = [k for k, _, _ in variants] + ["gpus"] * len(counts) \
+        + (["gpus+full"] * len(counts) if len(blocks) == 2 else [])
+    return Layout(**cols), knobs
 
 
 def fit_options(
@@ -72,7 +92,8 @@ def fit_options(
     """The smallest change of each knob that makes `layout` fit; () if it fits already.
 
     Each knob is changed alone from `layout` (a single configuration), keeping the global batch
-    and, for tp/pp, the GPU count. Only structurally valid variants (`Layout.valid_mask`) count.
+    and, for tp/pp, the GPU count. Only structurally valid variants (`Layout.valid_mask`) count;
+    their memory comes from one vectorized call on the valid rows alone.
     """
     kw = dict(runtime_overhead_bytes=runtime_overhead_bytes, fragmentation=fragmentation,
               stacks=stacks)
@@ -80,20 +101,23 @@ def fit_options(
         return ()
     base = layout.scalars()
     variants = _variants(model, base, gpus)
-    if not variants:
+    counts = _gpu_counts(base, gpus)
+    grid, knobs = _grid(base, variants, counts)
+    if not knobs:
         return ()
-    cols = {k: np.array([ov.get(k, base[k]) for _, _, ov in variants]) for k in base}
-    grid = Layout(**cols)
-    total = np.asarray(memory_breakdown(model, grid, **kw).total)
-    ok = grid.valid_mask(model) & (total <= capacity_bytes)
+    rows = np.flatnonzero(grid.valid_mask(model))
+    valid = Layout(**{k: np.asarray(getattr(grid, k))[rows] for k in base})
+    totals = np.asarray(most_loaded_total(model, valid, **kw)).reshape(-1).tolist()
     out: list[FitOption] = []
     done: set[str] = set()
-    for i, (knob, flag, _) in enumerate(variants):
-        if knob in done or not ok[i] or (knob == "gpus+full" and "gpus" in done):
+    for i, total in zip(rows.tolist(), totals, strict=True):
+        knob = knobs[i]
+        if knob in done or not total <= capacity_bytes or (knob == "gpus+full"
+                                                          and "gpus" in done):
             continue
         done.add(knob)
-        out.append(FitOption(knob=knob, flags=flag,
-                             gpus=int(flag) if knob.startswith("gpus") else None,
-                             memory_gib=float(total[i]) / GiB,
-                             capacity_gib=capacity_bytes / GiB))
+        n = int(counts[(i - len(variants)) % max(len(counts), 1)]) \
+            if knob.startswith("gpus") else None
+        out.append(FitOption(knob=knob, flags=variants[i][1] if n is None else f"{n}",
+                             gpus=n, memory_gib=total / GiB, capacity_gib=capacity_bytes / GiB))
     return tuple(out)
