@@ -1,9 +1,9 @@
 """Which knob makes a configuration fit in GPU memory (L4), computed, not guessed.
 
 `fit_options` takes one configuration that does not fit, builds its variants (one knob
-changed at a time), evaluates them all in a single vectorized `memory_breakdown` call and returns
-a `FitOption` (flags and the memory they leave) for the smallest change of each knob that fits,
-least disruptive first:
+changed at a time), keeps the structurally valid ones, evaluates their memory (`_totals`) and
+returns a `FitOption` (flags and the memory they leave) for the smallest change of each knob
+that fits, least disruptive first:
 recompute, ZeRO stage, CPU offload, micro-batch, tensor parallel, pipeline parallel, and finally
 more GPUs with ZeRO-3 (the smallest multiple of 8) -- or, when no GPU count fits, more GPUs with
 ZeRO-3 and full recompute together.
@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..estimators.memory import memory_breakdown, most_loaded_total
+from ..estimators.memory import most_loaded_total
+from ..estimators.memory_one import memory_breakdown_one
 from ..spec import R_FULL, RECOMPUTE, Layout, ModelSpec
 from ..units import GiB
 from .results import FitOption
@@ -53,10 +54,14 @@ def _variants(model: ModelSpec, base: dict[str, Any], gpus: int) -> list[tuple[s
 
 def _gpu_counts(base: dict[str, Any], gpus: int) -> np.ndarray:
     """The larger GPU counts tried with ZeRO-3: multiples of 8 above `gpus`, up to MAX_GPUS,
-    that hold whole replicas (tp * pp * cp GPUs)."""
+    that hold whole replicas (tp * pp * cp GPUs) and whose data-parallel size divides the
+    global batch into micro-batches (`rules`' batch_multiple; valid_mask would drop the others,
+    so dropping them first only saves their rows)."""
     per_replica = int(base["tp"]) * int(base["pp"]) * int(base["cp"])
     counts = np.arange(8 * (gpus // 8 + 1), MAX_GPUS + 1, 8, dtype=np.int64)
-    return counts[counts % per_replica == 0]
+    counts = counts[counts % per_replica == 0]
+    step = max(int(base["micro_batch"]), 1) * (counts // per_replica)
+    return counts[int(base["global_batch"]) % step == 0]
 
 
 def _grid(base: dict[str, Any], variants: list[tuple[str, str, dict]], counts: np.ndarray
@@ -65,15 +70,19 @@ def _grid(base: dict[str, Any], variants: list[tuple[str, str, dict]], counts: n
     the layout recomputes fully already, each count with ZeRO-3 and full recompute) and the
     knob of each row."""
     per_replica = int(base["tp"]) * int(base["pp"]) * int(base["cp"])
-    blocks = [(counts, {"zero": 3})]
+    blocks = [{"zero": 3}]
     if int(base["recompute"]) != R_FULL:  # last resort: both, then more GPUs
-        blocks.append((counts, {"zero": 3, "recompute": R_FULL}))
-    cols = {}
-    for k, v in base.items():
-        parts = [np.array([ov.get(k, v) for _, _, ov in variants])]
-        for n, ov in blocks:
-            parts.append(n // per_replica if k == "dp" else np.full(len(n), ov.get(k, v)))
-        cols[k] = np.concatenate(parts) if len(variants) else np.concatenate(parts[1:])
+        blocks.append({"zero": 3, "recompute": R_FULL})
+    rows = len(variants) + len(blocks) * len(counts)
+    cols = {k: np.full(rows, v) for k, v in base.items()}
+    for i, (_, _, ov) in enumerate(variants):
+        for k, v in ov.items():
+            cols[k][i] = v
+    for j, ov in enumerate(blocks):
+        lo = len(variants) + j * len(counts)
+        cols["dp"][lo:lo + len(counts)] = counts // per_replica
+        for k, v in ov.items():
+            cols[k][lo:lo + len(counts)] = v
     knobs = [k for k, _, _ in variants] + ["gpus"] * len(counts) \
         + (["gpus+full"] * len(counts) if len(blocks) == 2 else [])
     return Layout(**cols), knobs
@@ -97,7 +106,7 @@ def fit_options(
     """
     kw = dict(runtime_overhead_bytes=runtime_overhead_bytes, fragmentation=fragmentation,
               stacks=stacks)
-    if float(memory_breakdown(model, layout, **kw).total) <= capacity_bytes:
+    if float(memory_breakdown_one(model, layout, **kw).total) <= capacity_bytes:
         return ()
     base = layout.scalars()
     variants = _variants(model, base, gpus)
@@ -105,12 +114,11 @@ def fit_options(
     grid, knobs = _grid(base, variants, counts)
     if not knobs:
         return ()
-    rows = np.flatnonzero(grid.valid_mask(model))
-    valid = Layout(**{k: np.asarray(getattr(grid, k))[rows] for k in base})
-    totals = np.asarray(most_loaded_total(model, valid, **kw)).reshape(-1).tolist()
+    rows = np.flatnonzero(grid.valid_mask(model)).tolist()
+    totals = _totals(model, grid, rows, [knobs[i] for i in rows], capacity_bytes, kw)
     out: list[FitOption] = []
     done: set[str] = set()
-    for i, total in zip(rows.tolist(), totals, strict=True):
+    for i, total in zip(rows, totals, strict=True):
         knob = knobs[i]
         if knob in done or not total <= capacity_bytes or (knob == "gpus+full"
                                                           and "gpus" in done):
@@ -121,3 +129,30 @@ def fit_options(
         out.append(FitOption(knob=knob, flags=variants[i][1] if n is None else f"{n}",
                              gpus=n, memory_gib=total / GiB, capacity_gib=capacity_bytes / GiB))
     return tuple(out)
+
+
+SCALAR_ROWS = 64  # up to this many valid variants, the scalar memory path evaluates them
+
+
+def _totals(model: ModelSpec, grid: Layout, rows: list[int], knobs: list[str],
+            capacity_bytes: float, kw: dict[str, Any]) -> list[float]:
+    """Memory of the valid variants `rows` of `grid`, in order: one vectorized call (the
+    `memory.memory_breakdown` totals) on many rows; on a few, `memory_one` row by row, skipping
+    (inf) the rows of a knob that already fits -- the options never read them. The two paths
+    agree to 1e-9 (tests/test_memory_one.py)."""
+    cols = {k: np.asarray(getattr(grid, k)) for k in grid.__dataclass_fields__}
+    if len(rows) > SCALAR_ROWS:
+        valid = Layout(**{k: v[rows] for k, v in cols.items()})
+        return np.asarray(most_loaded_total(model, valid, **kw)).reshape(-1).tolist()
+    out: list[float] = []
+    done: set[str] = set()
+    for i, knob in zip(rows, knobs, strict=True):
+        if knob in done:
+            out.append(math.inf)
+            continue
+        total = float(memory_breakdown_one(model, Layout(**{k: v[i].item() for k, v in
+                                                            cols.items()}), **kw).total)
+        if total <= capacity_bytes:
+            done.add(knob)
+        out.append(total)
+    return out
