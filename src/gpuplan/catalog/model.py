@@ -46,6 +46,8 @@ class Catalog:
 
     def _find(self, kind: str, name: str, table: dict[str, Any]) -> str | None:
         """The canonical id of an id or alias of `kind` in `table`, or None."""
+        if name in table:  # an id as stored (stored ids are normalized): nothing to normalize
+            return name
         key = table_key(kind, name)
         return key if key in table else self.aliases.get(kind, {}).get(key)
 
