@@ -85,7 +85,9 @@ class LayoutArrays:
     @classmethod
     def single(cls, layout: Any) -> LayoutArrays:
         """One configuration (each field holds one value, of any shape) as Python integers."""
-        return cls(**{k: int(x.reshape(-1)[0]) for k, x in cls.read(layout).items()})
+        values = {k: getattr(layout, n) for k, n in LAYOUT_NAMES.items()}
+        return cls(**{k: x if type(x) is int else int(np.asarray(x).reshape(-1)[0])
+                      for k, x in values.items()})
 
     @property
     def shape(self) -> tuple[int, ...]:
