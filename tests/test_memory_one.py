@@ -133,3 +133,24 @@ def test_a_grid_or_a_zero_degree_goes_to_the_vectorized_model(cat):
     one = memory_breakdown_one(model, grid, **kw)
     for f in fields(MemoryBreakdown):
         np.testing.assert_array_equal(getattr(one, f.name), getattr(vec, f.name))
+
+
+def test_scalar_summary_equals_the_breakdowns_own(cat):
+    """`memory_one.summary` (no numpy) gives `MemoryBreakdown.summary`'s keys and values, the
+    fine-tuning keys included, on scalar breakdowns of random configurations."""
+    from gpuplan.estimators.memory_one import summary
+
+    site = site_from_catalog(cat)
+    kw = dict(runtime_overhead_bytes=site.runtime_overhead_bytes,
+              fragmentation=site.fragmentation, stacks=site.stack_buffers)
+    rng = np.random.default_rng(21)
+    tuned = 0
+    for _ in range(100):
+        model, lay = _random_case(cat, rng)
+        one = memory_breakdown_one(model, lay, **kw)
+        tuned += bool(one.tuned)
+        for unit in (1.0, 2.0**30):
+            fast, own = summary(one, unit), one.summary(unit)
+            assert fast.keys() == own.keys()
+            assert all(_same(fast[k], own[k]) for k in own), (fast, own)
+    assert tuned > 0

@@ -62,7 +62,7 @@ from .recompute import ACT_OFFLOAD_RESIDENT, op_bytes
 from .scalars import mn, mx, pipeline_stages
 from .shapes import ACT_BYTES, StageParams
 
-__all__ = ["memory_breakdown_one", "mirrors"]
+__all__ = ["memory_breakdown_one", "mirrors", "summary"]
 
 _CODES = {"recompute": len(RECOMPUTE), "precision": len(PRECISIONS),
           "optimizer": len(OPTIMIZERS), "stack": len(STACKS)}
@@ -118,6 +118,24 @@ def memory_breakdown_one(model: ModelSpec, layout: Any, *, runtime_overhead_byte
         if b == b and (a != a or a > b):
             pick = i
     return MemoryBreakdown(**dicts[pick], stage=pick)
+
+
+_SUMMARY = ("weights", "gradients", "optimizer", "activations")
+
+
+def summary(mem: MemoryBreakdown, unit: float = 1.0) -> dict[str, Any]:
+    """`MemoryBreakdown.summary` of a breakdown of Python floats (`memory_breakdown_one`'s)
+    without numpy: the same keys, `other` the sum of the buffer lines in their order; any other
+    breakdown goes to `mem.summary(unit)`."""
+    lines = list(mem.buffer_lines().values())
+    parts = {k: getattr(mem, k) for k in _SUMMARY}
+    if not all(type(v) is float for v in (*lines, *parts.values(), mem.total)):
+        return mem.summary(unit)
+    parts.update(other=sum(lines), total=mem.total)
+    if mem.tuned:
+        parts.update(base_weights=mem.base_weights, adapter_weights=mem.adapter_weights,
+                     adapter_optimizer=mem.adapter_optimizer)
+    return {k: float(v) / unit for k, v in parts.items()}
 
 
 # --- activations.py / recompute.py / buffers.py -------------------------------------------------

@@ -12,6 +12,7 @@ from ..catalog import Catalog
 from ..errors import ConfigError
 from ..estimators import buffers as bufm
 from ..estimators import cost as costm
+from ..estimators.memory_one import summary as mem_summary
 from ..estimators.timing import TIMING_PARTS
 from ..spec import (
     OPTIMIZERS,
@@ -212,7 +213,7 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
         model=model.id, params=model.total_params(), active_params=model.active_params(),
         gpu=gpu.id, gpus=gpus, platform=plat.id, gpus_per_node=plat.gpus_per_node,
         layout=_layout_info(layout),
-        memory_gib=MemoryGiB(**{k: first(v) / GiB for k, v in mem.summary().items()}),
+        memory_gib=MemoryGiB(**{k: first(v) / GiB for k, v in mem_summary(mem).items()}),
         memory_detail_gib=tuple((k, first(getattr(mem, k)) / GiB) for k in
                                 mem.__dataclass_fields__
                                 if k not in TUNED_FIELDS and k != "host_traffic"),
