@@ -12,12 +12,15 @@ ZeRO-3 and full recompute together.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ..estimators.memory import most_loaded_total
 from ..estimators.memory_one import memory_breakdown_one
+from ..rules import first_broken
 from ..spec import R_FULL, RECOMPUTE, Layout, ModelSpec
 from ..units import GiB
 from .results import FitOption
@@ -65,10 +68,9 @@ def _gpu_counts(base: dict[str, Any], gpus: int) -> np.ndarray:
 
 
 def _grid(base: dict[str, Any], variants: list[tuple[str, str, dict]], counts: np.ndarray
-          ) -> tuple[Layout, list[str]]:
+          ) -> Layout:
     """Every variant as one grid (rows: `variants`, then each count with ZeRO-3, then, unless
-    the layout recomputes fully already, each count with ZeRO-3 and full recompute) and the
-    knob of each row."""
+    the layout recomputes fully already, each count with ZeRO-3 and full recompute)."""
     per_replica = int(base["tp"]) * int(base["pp"]) * int(base["cp"])
     blocks = [{"zero": 3}]
     if int(base["recompute"]) != R_FULL:  # last resort: both, then more GPUs
@@ -83,9 +85,7 @@ def _grid(base: dict[str, Any], variants: list[tuple[str, str, dict]], counts: n
         cols["dp"][lo:lo + len(counts)] = counts // per_replica
         for k, v in ov.items():
             cols[k][lo:lo + len(counts)] = v
-    knobs = [k for k, _, _ in variants] + ["gpus"] * len(counts) \
-        + (["gpus+full"] * len(counts) if len(blocks) == 2 else [])
-    return Layout(**cols), knobs
+    return Layout(**cols)
 
 
 def fit_options(
@@ -111,48 +111,75 @@ def fit_options(
     base = layout.scalars()
     variants = _variants(model, base, gpus)
     counts = _gpu_counts(base, gpus)
-    grid, knobs = _grid(base, variants, counts)
-    if not knobs:
-        return ()
-    rows = np.flatnonzero(grid.valid_mask(model)).tolist()
-    totals = _totals(model, grid, rows, [knobs[i] for i in rows], capacity_bytes, kw)
-    out: list[FitOption] = []
+    rows = len(variants) + len(counts) * (1 if int(base["recompute"]) == R_FULL else 2)
+    search = _one_by_one if rows <= SCALAR_ROWS else _on_a_grid
+    return tuple(FitOption(knob=knob, flags=flags, gpus=n, memory_gib=total / GiB,
+                           capacity_gib=capacity_bytes / GiB)
+                 for knob, flags, n, total in search(model, base, variants, counts,
+                                                     capacity_bytes, kw))
+
+
+SCALAR_ROWS = 64  # up to this many variants, they are checked one by one (scalar paths)
+Found = list[tuple[str, str, Any, float]]  # (knob, flags, GPU count or None, bytes)
+
+
+def _picks(rows: Iterator[tuple[str, str, Any, Callable[[], Any]]], capacity_bytes: float
+           ) -> Found:
+    """The first row of each knob that fits, from (knob, flags, GPU count, its memory: bytes,
+    or None for a structurally invalid row) rows in order, each memory asked for only while its
+    knob has no fit; more GPUs with full recompute only when more GPUs alone do not fit."""
+    out: Found = []
     done: set[str] = set()
-    for i, total in zip(rows, totals, strict=True):
-        knob = knobs[i]
-        if knob in done or not total <= capacity_bytes or (knob == "gpus+full"
-                                                          and "gpus" in done):
+    for knob, flags, n, memory in rows:
+        if knob in done or (knob == "gpus+full" and "gpus" in done):
             continue
-        done.add(knob)
-        n = int(counts[(i - len(variants)) % max(len(counts), 1)]) \
-            if knob.startswith("gpus") else None
-        out.append(FitOption(knob=knob, flags=variants[i][1] if n is None else f"{n}",
-                             gpus=n, memory_gib=total / GiB, capacity_gib=capacity_bytes / GiB))
-    return tuple(out)
-
-
-SCALAR_ROWS = 64  # up to this many valid variants, the scalar memory path evaluates them
-
-
-def _totals(model: ModelSpec, grid: Layout, rows: list[int], knobs: list[str],
-            capacity_bytes: float, kw: dict[str, Any]) -> list[float]:
-    """Memory of the valid variants `rows` of `grid`, in order: one vectorized call (the
-    `memory.memory_breakdown` totals) on many rows; on a few, `memory_one` row by row, skipping
-    (inf) the rows of a knob that already fits -- the options never read them. The two paths
-    agree to 1e-9 (tests/test_memory_one.py)."""
-    cols = {k: np.asarray(getattr(grid, k)) for k in grid.__dataclass_fields__}
-    if len(rows) > SCALAR_ROWS:
-        valid = Layout(**{k: v[rows] for k, v in cols.items()})
-        return np.asarray(most_loaded_total(model, valid, **kw)).reshape(-1).tolist()
-    out: list[float] = []
-    done: set[str] = set()
-    for i, knob in zip(rows, knobs, strict=True):
-        if knob in done:
-            out.append(math.inf)
-            continue
-        total = float(memory_breakdown_one(model, Layout(**{k: v[i].item() for k, v in
-                                                            cols.items()}), **kw).total)
-        if total <= capacity_bytes:
+        total = memory()
+        if total is not None and total <= capacity_bytes:
             done.add(knob)
-        out.append(total)
+            out.append((knob, flags, n, total))
     return out
+
+
+def _labelled(base: dict[str, Any], variants: list[tuple[str, str, dict]], counts: np.ndarray
+              ) -> Iterator[tuple[str, str, Any, dict]]:
+    """(knob, flags, GPU count, overrides) of every variant, in `_grid`'s row order."""
+    per_replica = int(base["tp"]) * int(base["pp"]) * int(base["cp"])
+    for knob, flags, ov in variants:
+        yield knob, flags, None, ov
+    blocks = [("gpus", {})]
+    if int(base["recompute"]) != R_FULL:
+        blocks.append(("gpus+full", {"recompute": R_FULL}))
+    for knob, extra in blocks:
+        for n in counts.tolist():
+            yield knob, f"{n}", n, {"zero": 3, "dp": n // per_replica, **extra}
+
+
+def _one_total(model: ModelSpec, fields: dict[str, Any], kw: dict[str, Any]) -> float | None:
+    """Memory of one variant (`memory_one`), None when it breaks a rule (`rules.first_broken`,
+    the rules of `Layout.valid_mask`)."""
+    layout = Layout(**fields)
+    if first_broken(layout, model) is not None:
+        return None
+    return float(memory_breakdown_one(model, layout, **kw).total)
+
+
+def _one_by_one(model: ModelSpec, base: dict[str, Any], variants: list[tuple[str, str, dict]],
+                counts: np.ndarray, capacity_bytes: float, kw: dict[str, Any]) -> Found:
+    """A few variants, in order, each checked and evaluated only while its knob has no fit."""
+    return _picks(((k, f, n, partial(_one_total, model, {**base, **ov}, kw))
+                   for k, f, n, ov in _labelled(base, variants, counts)), capacity_bytes)
+
+
+def _on_a_grid(model: ModelSpec, base: dict[str, Any], variants: list[tuple[str, str, dict]],
+               counts: np.ndarray, capacity_bytes: float, kw: dict[str, Any]) -> Found:
+    """Many variants: one grid, its structurally valid rows (`Layout.valid_mask`) and their
+    memory in one vectorized call (`memory.most_loaded_total`; the scalar path's equal to
+    1e-9, tests/test_memory_one.py)."""
+    grid = _grid(base, variants, counts)
+    rows = np.flatnonzero(np.asarray(grid.valid_mask(model))).tolist()
+    sub = Layout(**{k: np.asarray(getattr(grid, k))[rows] for k in base})
+    totals = dict(zip(rows, np.asarray(most_loaded_total(model, sub, **kw)).reshape(-1).tolist(),
+                      strict=True))
+    return _picks(((k, f, n, partial(totals.get, i))
+                   for i, (k, f, n, _) in enumerate(_labelled(base, variants, counts))),
+                  capacity_bytes)
