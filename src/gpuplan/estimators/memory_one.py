@@ -21,7 +21,6 @@ vectorized model answers with inf or nan) goes to `memory.memory_breakdown`.
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -68,9 +67,12 @@ _CODES = {"recompute": len(RECOMPUTE), "precision": len(PRECISIONS),
           "optimizer": len(OPTIMIZERS), "stack": len(STACKS)}
 
 
+_PLAIN = (int, float, bool)  # not numpy's float64, a float subclass
+
+
 def _value(x: Any) -> Any:
     """One value as a Python number (a number, or an array holding one value)."""
-    if type(x) in (int, float, bool):  # not numpy's float64, a float subclass
+    if type(x) in _PLAIN:
         return x
     a = np.asarray(x)
     if a.size != 1:
@@ -81,7 +83,8 @@ def _value(x: Any) -> Any:
 def _read(layout: Any) -> dict[str, Any] | None:
     """The layout as Python numbers, or None where the fast path does not answer."""
     try:
-        c = {f.name: _value(getattr(layout, f.name)) for f in fields(layout)}
+        c = {k: x if type(x) in _PLAIN else _value(x)
+             for k, x in ((k, getattr(layout, k)) for k in layout.__dataclass_fields__)}
         if min(c[k] for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch")) < 1:
             return None
         if not all(0 <= c[k] < n and c[k] == int(c[k]) for k, n in _CODES.items()):
@@ -247,7 +250,8 @@ def _state(P: StageParams, c: dict[str, Any], state_b: tuple[float, float, float
     zero, precision, sg = c["zero"], c["precision"], c["shard_group"]
     group = sg if sg > 0 else c["dp"] * c["cp"]
     egroup = max(group / c["ep"], 1.0)
-    n_grad, n_opt, n_w = (_sharded(P, c, zero >= z) for z in (2, 1, 3))
+    n_grad, n_opt, n_w = _sharded(P, c, zero >= 2), _sharded(P, c, zero >= 1), \
+        _sharded(P, c, zero >= 3)
     wb = wb - (precision == FP8)
     weights = wb * n_w
     on = precision != FP32 and (sb["main_grad_always"] or m > 1)  # buffers.grad_accum_bytes
