@@ -21,6 +21,7 @@ vectorized model answers with inf or nan) goes to `memory.memory_breakdown`.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,7 @@ from ..spec import (
     PRECISIONS,
     R_FULL,
     R_MODULES,
+    R_OP,
     RECOMPUTE,
     STACKS,
     ModelSpec,
@@ -165,7 +167,8 @@ def _layer_terms(model: ModelSpec, c: dict[str, Any], moe: bool = False) -> Laye
     none = common + (kv_compact + stats if flash else q_out + score)
     selective = common + kv_compact + flash * stats
     return LayerTerms(none=none, selective=selective, full=esb * h / t_seq,
-                      op=op_bytes(model, esb, t, t_seq, stats, mlp, moe),
+                      op=(op_bytes(model, esb, t, t_seq, stats, mlp, moe)  # read by op alone
+                          if c["recompute"] == R_OP else math.nan),
                       norm_out=esb * (2 * h) / t_seq, mlp=mlp, act_half=act_half)
 
 
