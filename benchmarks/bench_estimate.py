@@ -1,37 +1,43 @@
-"""Time of ONE configuration's step-time estimate, in process, beside llm-analysis 0.2.2.
+"""Time of ONE configuration's estimate, in process, beside llm-analysis 0.2.2's `train()`.
 
 Run from the repository root:  PYTHONPATH=src python benchmarks/bench_estimate.py
 (in an environment that also has llm-analysis 0.2.2 it is timed in the same process; otherwise
-in its own process when one is found: --la-python, $LLM_ANALYSIS_PYTHON or
+in a second process, started once and kept: --la-python, $LLM_ANALYSIS_PYTHON or
 benchmarks/.venv-llm-analysis). llm-analysis is never a dependency of gpuplan.
 
-Prints microseconds per call, all measured in one run (so their ratios hold on a busy machine):
-  * `timing.step_time` on a grid of one (the vectorized model),
-  * `timing_one.step_time_one` (the scalar fast path; equal to the vectorized model to 1e-9,
-    tests/test_timing_one.py),
-  * `search.evaluate.physics` (the whole in-process memory + time physics of one
-    configuration, what `gpuplan.estimate` runs: vectorized memory, scalar time),
-  * the whole public `gpuplan.estimate()` call (catalog already loaded: memory, time, cost),
-    on the layout as given (ZeRO 0: it does not fit, so the call also searches the changes
-    that would make it fit, `search.fit.fit_options`) and with ZeRO-1 (it fits),
+Prints microseconds per call, measured in ROUNDS interleaved rounds (each round times every
+row, llm-analysis included, so a busy machine slows them alike; each row keeps its best round):
+  * `timing.step_time` and `memory.memory_breakdown` on a grid of one (the vectorized models),
+  * `timing_one.step_time_one` and `memory_one.memory_breakdown_one` (the scalar fast paths;
+    equal to the vectorized models to 1e-9, tests/test_timing_one.py, tests/test_memory_one.py),
+  * `search.evaluate.physics` (the whole memory + time physics of one configuration, what
+    `gpuplan.estimate` runs),
+  * the whole public `gpuplan.estimate()` call (catalog already loaded: layout checks, memory,
+    time, result), on the layout as given (ZeRO 0: it does not fit, so the call also searches
+    the changes that would make it fit, `search.fit.fit_options`) and with ZeRO-1 (it fits),
   * llm-analysis 0.2.2's `train()` on the same model and layout,
 and each figure's ratio to llm-analysis's. Issue #12's target: the single-configuration
-estimate beats llm-analysis's train() (~150 us on the project's machines).
+estimate beats llm-analysis's train().
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import gpuplan
 from gpuplan.catalog import load_catalog
+from gpuplan.estimators.memory import memory_breakdown
+from gpuplan.estimators.memory_one import memory_breakdown_one
 from gpuplan.estimators.timing import step_time
 from gpuplan.estimators.timing_one import step_time_one
 from gpuplan.search.evaluate import physics, site_from_catalog
@@ -47,24 +53,23 @@ LA_RUNNER = r"""
 import json, sys, time, logging
 from llm_analysis.analysis import train
 job = json.load(open(sys.argv[1]))
-n = int(sys.argv[2])
 train(log_level="ERROR", **job)
-t = time.perf_counter()
-for _ in range(n):
-    train(log_level="ERROR", **job)
-print(json.dumps({"us": (time.perf_counter() - t) / n * 1e6}))
+for line in sys.stdin:  # one round per line: the number of calls to time
+    n = int(line)
+    t = time.perf_counter()
+    for _ in range(n):
+        train(log_level="ERROR", **job)
+    print(json.dumps({"us": (time.perf_counter() - t) / n * 1e6}), flush=True)
 """
+ROUNDS = 5
 
 
-def per_call_us(f, n: int) -> float:
-    f()
-    best = float("inf")
-    for _ in range(3):  # best of three rounds: least disturbed by other processes
-        t = time.perf_counter()
-        for _ in range(n):
-            f()
-        best = min(best, (time.perf_counter() - t) / n * 1e6)
-    return best
+def timed_us(f: Callable[[], Any], n: int) -> float:
+    """Microseconds per call over one round of n calls of f."""
+    t = time.perf_counter()
+    for _ in range(n):
+        f()
+    return (time.perf_counter() - t) / n * 1e6
 
 
 def la_python(given: str | None) -> Path | None:
@@ -88,36 +93,53 @@ def la_job(model, d: Path) -> dict:
                 mlp_gated_linear_units=model.mlp == "swiglu", num_gpus_per_node=8)
 
 
-def llm_analysis_in_process(model, n: int) -> float | None:
-    """train()'s time in this process, or None when llm-analysis is not importable here."""
+def llm_analysis(model, given: str | None, d: Path) -> tuple[Any, str]:
+    """(a function: n -> microseconds per call of one round of n llm-analysis train() calls,
+    where it runs), or (None, why not)."""
+    job = la_job(model, d)
     try:
         import logging
 
         from llm_analysis.analysis import train
     except ImportError:
-        return None
+        py = la_python(given)
+        return (_la_process(py, job, d), "own process") if py else (None, "not installed")
     logging.disable(logging.WARNING)
-    with tempfile.TemporaryDirectory() as d:
-        job = la_job(model, Path(d))
-        return per_call_us(lambda: train(log_level="ERROR", **job), n)
+    train(log_level="ERROR", **job)
+    return (lambda n: timed_us(lambda: train(log_level="ERROR", **job), n)), "in process"
 
 
-def llm_analysis_us(py: Path, model, n: int) -> float | str:
-    with tempfile.TemporaryDirectory() as d:
-        spec = Path(d) / "job.json"
-        spec.write_text(json.dumps(la_job(model, Path(d))))
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-        res = subprocess.run([str(py), "-c", LA_RUNNER, str(spec), str(n)], capture_output=True,
-                             text=True, env=env, cwd=d)
-    if res.returncode:
-        return f"failed: {res.stderr.strip().splitlines()[-1] if res.stderr else res.returncode}"
-    return float(json.loads(res.stdout.strip().splitlines()[-1])["us"])
+def _la_process(py: Path, job: dict, d: Path) -> Callable[[int], float]:
+    """llm-analysis in a second process, started once; each call times one round there."""
+    spec = d / "job.json"
+    spec.write_text(json.dumps(job))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.Popen([str(py), "-c", LA_RUNNER, str(spec)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=d)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+
+    def one_round(n: int) -> float:
+        if n <= 0:  # the end: let the process finish
+            proc.stdin.close()
+            proc.wait()
+            return math.nan
+        proc.stdin.write(f"{n}\n")
+        proc.stdin.flush()
+        line = proc.stdout.readline()
+        if not line:
+            err = proc.stderr.read().strip().splitlines()
+            raise RuntimeError(err[-1] if err else f"exit status {proc.wait()}")
+        return float(json.loads(line)["us"])
+
+    return one_round
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--la-python", help="python of an environment with llm-analysis==0.2.2")
-    ap.add_argument("-n", type=int, default=2000, help="calls per round (default 2000)")
+    ap.add_argument("-n", type=int, default=1000, help="calls per round of the fast rows "
+                    "(default 1000; the slower rows take a share of it)")
     args = ap.parse_args()
     cat = load_catalog()
     model = cat.model(MODEL)
@@ -125,31 +147,67 @@ def main() -> int:
     eff = efficiency_for(cat, hw.family)
     lay = Layout(**LAYOUT)
     site = site_from_catalog(cat)
-    rows = [("timing.step_time (vectorized, grid of one)",
-             per_call_us(lambda: step_time(model, lay, hw, eff), args.n)),
-            ("timing_one.step_time_one (scalar fast path)",
-             per_call_us(lambda: step_time_one(model, lay, hw, eff), args.n)),
-            ("evaluate.physics (memory + time, one config)",
-             per_call_us(lambda: physics(model, lay, hw, eff, site), max(args.n // 4, 50))),
-            ("gpuplan.estimate() (does not fit: + fit search)",
-             per_call_us(lambda: gpuplan.estimate(gpu=GPU, model=MODEL, catalog=cat, **LAYOUT),
-                         max(args.n // 50, 10))),
-            ("gpuplan.estimate() (zero 1: fits)",
-             per_call_us(lambda: gpuplan.estimate(gpu=GPU, model=MODEL, catalog=cat, zero=1,
-                                                  **LAYOUT), max(args.n // 20, 20)))]
-    la: float | str | None = llm_analysis_in_process(model, max(args.n // 4, 100))
-    where = "in process"
-    if la is None:
-        py = la_python(args.la_python)
-        la = llm_analysis_us(py, model, max(args.n // 4, 100)) if py else "not installed"
-        where = "own process"
-    rows.append((f"llm-analysis 0.2.2 train() ({where})", la))
-    print(f"{MODEL} on 256 x {GPU}, " + ", ".join(f"{k} {v}" for k, v in LAYOUT.items()))
-    for name, us in rows:
-        ratio = f"   {us / la:6.2f} x llm-analysis" if isinstance(la, float) else ""
-        print(f"  {name:47s} {us:9.1f} us per call{ratio}" if isinstance(us, float)
-              else f"  {name:47s} {us}")
+    mem = dict(runtime_overhead_bytes=site.runtime_overhead_bytes,
+               fragmentation=site.fragmentation, stacks=site.stack_buffers)
+    n = args.n
+    rows = [
+        ("timing.step_time (vectorized, grid of one)", lambda: step_time(model, lay, hw, eff),
+         n // 4),
+        ("memory.memory_breakdown (vectorized, one)", lambda: memory_breakdown(model, lay, **mem),
+         n // 4),
+        ("timing_one.step_time_one (scalar fast path)",
+         lambda: step_time_one(model, lay, hw, eff), n),
+        ("memory_one.memory_breakdown_one (scalar)",
+         lambda: memory_breakdown_one(model, lay, **mem), n),
+        ("evaluate.physics (memory + time, one config)",
+         lambda: physics(model, lay, hw, eff, site), n // 2),
+        (ESTIMATE_NOFIT, lambda: gpuplan.estimate(gpu=GPU, model=MODEL, catalog=cat, **LAYOUT),
+         n // 20),
+        (ESTIMATE_FITS, lambda: gpuplan.estimate(gpu=GPU, model=MODEL, catalog=cat, zero=1,
+                                                 **LAYOUT), n // 5)]
+    with tempfile.TemporaryDirectory() as d:
+        best, la = _rounds(rows, *llm_analysis(model, args.la_python, Path(d)), max(n // 4, 1))
+    _print(best, la)
     return 0
+
+
+ESTIMATE_NOFIT = "gpuplan.estimate() (does not fit: + fit search)"
+ESTIMATE_FITS = "gpuplan.estimate() (zero 1: fits)"
+
+
+def _rounds(rows: list[tuple[str, Callable[[], Any], int]], la: Any, where: str, n_la: int
+            ) -> tuple[dict[str, float], tuple[str, float | str]]:
+    """Best per-call time of each row over ROUNDS interleaved rounds, and llm-analysis's."""
+    for _, f, _ in rows:
+        f()  # warm: imports, first-call caches
+    best = {name: math.inf for name, _, _ in rows}
+    la_best: float | str = math.inf if la else where
+    for _ in range(ROUNDS):
+        for name, f, k in rows:
+            best[name] = min(best[name], timed_us(f, max(k, 1)))
+        if la:
+            try:
+                la_best = min(float(la_best), la(n_la))
+            except RuntimeError as err:
+                la, la_best = None, f"failed: {err}"
+    if la and where == "own process":
+        la(0)
+    return best, (f"llm-analysis 0.2.2 train() ({where})", la_best)
+
+
+def _print(best: dict[str, float], la: tuple[str, float | str]) -> None:
+    name, us = la
+    ratio = (lambda x: f"   {x / us:6.2f} x llm-analysis") if isinstance(us, float) \
+        else (lambda x: "")
+    print(f"{MODEL} on 256 x {GPU}, " + ", ".join(f"{k} {v}" for k, v in LAYOUT.items())
+          + f"; best of {ROUNDS} interleaved rounds")
+    for row, x in best.items():
+        print(f"  {row:48s} {x:9.1f} us per call{ratio(x)}")
+    print(f"  {name:48s} {us:9.1f} us per call" if isinstance(us, float)
+          else f"  {name:48s} {us}")
+    if isinstance(us, float):
+        print(f"  whole estimate() / train(): {best[ESTIMATE_FITS] / us:.2f} when the layout "
+              f"fits, {best[ESTIMATE_NOFIT] / us:.2f} when it does not (fit search included)")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """`gpuplan.estimate` takes the scalar fast path (`timing_one.step_time_one`) for its one
 configuration; with the fast path switched off (its predicate `timing_one.mirrors` forced to
 False, so the vectorized `timing.step_time` answers) every field of the result is the same,
-numbers to 1e-9 relative (the fast path's stated agreement, tests/test_timing_one.py) (#12)."""
+numbers to 1e-9 relative (the fast path's stated agreement, tests/test_timing_one.py); the same
+holds for the scalar memory path (`memory_one`, tests/test_memory_one.py) (#12)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 import gpuplan
 from gpuplan.catalog import load_catalog
-from gpuplan.estimators import timing_one
+from gpuplan.estimators import memory_one, timing_one
 
 CASES = [
     dict(gpu="h100-sxm", model="llama3-70b", gpus=256, tp=8, pp=4, micro_batch=1,
@@ -71,4 +72,24 @@ def test_estimate_is_the_same_with_and_without_the_fast_path(cat, case, monkeypa
     calls.clear()
     slow = _estimate(cat, case)
     assert not calls
+    assert _same(asdict(fast), asdict(slow))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c['model']}-{c['gpu']}")
+def test_estimate_is_the_same_with_and_without_the_scalar_memory_path(cat, case, monkeypatch):
+    """The memory of the one configuration comes from `memory_one.memory_breakdown_one`; with
+    it switched off (its reader answers None, so `memory.memory_breakdown` answers) every
+    field of the result is the same, numbers to 1e-9 relative (tests/test_memory_one.py)."""
+    calls = []
+    real = memory_one._read
+
+    def spy(*a):
+        calls.append(1)
+        return real(*a)
+
+    monkeypatch.setattr(memory_one, "_read", spy)
+    fast = _estimate(cat, case)
+    assert calls, "the single-configuration path did not take the scalar memory path"
+    monkeypatch.setattr(memory_one, "_read", lambda *a: None)
+    slow = _estimate(cat, case)
     assert _same(asdict(fast), asdict(slow))

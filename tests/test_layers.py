@@ -21,7 +21,8 @@ LAYERS = {
     "validation_memory": 5, "calibrate": 5,
     "cli": 6, "web": 6, "__main__": 6,
 }
-ESTIMATORS = {"memory": "memory", "activations": "memory", "cost": "cost", "compute": "time",
+ESTIMATORS = {"memory": "memory", "activations": "memory", "memory_one": "memory", "cost": "cost",
+              "compute": "time",
               "comm": "time", "timing": "time", "timing_one": "time",
               "shapes_one": "time"}
 

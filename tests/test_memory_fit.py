@@ -93,3 +93,27 @@ def test_hopeless_config_falls_back_to_gpus_with_full_recompute():
     last = out[-1]
     assert "--zero 3 --recompute full" in last
     assert total_gib(apply(last, lay, 8)) <= 80
+
+
+def test_one_by_one_and_on_a_grid_find_the_same_options(monkeypatch):
+    """A few variants are checked one by one (rules.first_broken, memory_one), many on a grid
+    (Layout.valid_mask, memory.most_loaded_total); forced either way, both give the same knobs
+    and flags, and memory to 1e-9 relative (the scalar path's stated agreement)."""
+    from gpuplan.search import fit
+
+    cases = [(Layout(tp=8, dp=2, seq_len=4096, micro_batch=2, global_batch=1024), 16),
+             (Layout(tp=8, pp=1, dp=1, seq_len=4096, micro_batch=1, global_batch=64), 8),
+             (Layout(dp=8, seq_len=4096, micro_batch=1, global_batch=1024), 8),
+             (Layout(tp=4, pp=2, dp=4, seq_len=8192, micro_batch=4, global_batch=512,
+                     recompute=2), 32)]
+    for lay, gpus in cases:
+        results = []
+        for rows in (10**9, 0):  # every search one by one, then every search on a grid
+            monkeypatch.setattr(fit, "SCALAR_ROWS", rows)
+            results.append(fit_options(LLAMA2_70B, lay, CAP, gpus, **OVER))
+        one, grid = results
+        assert one, lay
+        assert [(o.knob, o.flags, o.gpus) for o in one] == [(o.knob, o.flags, o.gpus)
+                                                            for o in grid]
+        assert all(abs(a.memory_gib - b.memory_gib) <= 1e-9 * b.memory_gib
+                   for a, b in zip(one, grid, strict=True))

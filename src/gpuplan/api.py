@@ -251,8 +251,8 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
                         overrides=_site_overrides(flags), power_limit_watts=power_limit_watts,
                         grad_reduce_dtype=grad_reduce_dtype)
     ft_facts.pop("tokens")
-    return dataclasses.replace(e, finetune=sft.info(m, tokens=value, days=e.time_to_train_days,
-                                                    **ft_facts))
+    info = sft.info(m, tokens=value, days=e.time_to_train_days, **ft_facts)
+    return e if info is None and e.finetune is None else dataclasses.replace(e, finetune=info)
 
 
 def _check_flags(flags: dict[str, Any], known: Sequence[str], extra: Sequence[str] = ()

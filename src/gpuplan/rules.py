@@ -85,8 +85,9 @@ class LayoutArrays:
     @classmethod
     def single(cls, layout: Any) -> LayoutArrays:
         """One configuration (each field holds one value, of any shape) as Python integers."""
-        return cls(**{k: np.asarray(int(x.reshape(-1)[0]), dtype=object)
-                      for k, x in cls.read(layout).items()})
+        values = {k: getattr(layout, n) for k, n in LAYOUT_NAMES.items()}
+        return cls(**{k: x if type(x) is int else int(np.asarray(x).reshape(-1)[0])
+                      for k, x in values.items()})
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -145,10 +146,10 @@ def _sharding_rules(v: LayoutArrays, m: Any) -> Iterator[tuple[str, Any]]:
     yield "offload_params", ((v.offl & _O_PARAMS) == 0) | (v.zero == 3)
     yield "offload_grads", ((v.offl & _O_GRADS) == 0) | (v.zero >= 2)
     yield "recompute_range", (v.rcm >= 0) & (v.rcm < _N_RECOMPUTE)
-    mods = v.rcm == _R_MODULES
-    yield "modules_range", ~mods | ((v.rmods >= 1) & (v.rmods < _N_MODULES))
+    other = v.rcm != _R_MODULES  # not `~(==)`: a Python bool inverts to -1 or -2
+    yield "modules_range", other | ((v.rmods >= 1) & (v.rmods < _N_MODULES))
     if not m.is_moe:
-        yield "modules_moe", ~mods | ((v.rmods & _M_MOE_PARTS) == 0)
+        yield "modules_moe", other | ((v.rmods & _M_MOE_PARTS) == 0)
     yield "every_range", (v.rk >= 1) & (v.rk <= m.layers)
     yield "every_full", (v.rk == 1) | (v.rcm == _R_FULL)
 
@@ -285,6 +286,6 @@ def first_broken(layout: Any, model: Any, gpus: int | None = None) -> str | None
     `LAYOUT_NAMES` holding one value) breaks, or None."""
     v = LayoutArrays.single(layout)
     for rule, keep in _rules(v, model, gpus):
-        if not bool(np.all(keep)):
+        if not (keep if type(keep) is bool else bool(np.all(keep))):
             return _MESSAGES[rule](v.scalars(), model, gpus)
     return None

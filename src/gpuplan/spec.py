@@ -387,7 +387,7 @@ class Layout:
         """Scalar check with one clear line for the first broken rule (the CLI calls this):
         the rules of `valid_mask` on a grid of one."""
         for name in LAYOUT_NAMES.values():
-            if np.size(getattr(self, name)) != 1:
+            if type(getattr(self, name)) is not int and np.size(getattr(self, name)) != 1:
                 raise ConfigError(f"Layout.check takes one configuration; {name} has "
                                   f"{np.size(getattr(self, name))} values (use valid_mask)")
         problem = first_broken(self, model, gpus)

@@ -15,6 +15,12 @@ FIND_ORDER = ("accelerator", "system", "pod", "fabric", "offer", "model", "site"
               "scenarios", "memory")
 
 
+# kind -> the Catalog attribute holding its table; the other kinds live in `extra`
+TABLE_ATTRS = {"accelerator": "accelerators", "fabric": "fabrics", "system": "systems",
+               "pod": "pods", "offer": "offers", "model": "models", "site": "site"}
+EXTRA_TABLES = ("efficiency", "scenarios", "stack", "residuals", "memory")
+
+
 @dataclass
 class Catalog:
     """All catalog tables, resolved and cross-checked. Build with `load_catalog`."""
@@ -35,23 +41,24 @@ class Catalog:
 
     # --- lookups -------------------------------------------------------------------------
     def tables(self) -> dict[str, dict[str, Any]]:
-        return {"accelerator": self.accelerators, "fabric": self.fabrics,
-                "system": self.systems, "pod": self.pods, "offer": self.offers,
-                "model": self.models, "site": self.site,
-                "efficiency": self.extra.get("efficiency", {}),
-                "scenarios": self.extra.get("scenarios", {}),
-                "stack": self.extra.get("stack", {}),
-                "residuals": self.extra.get("residuals", {}),
-                "memory": self.extra.get("memory", {})}
+        return {**{kind: getattr(self, attr) for kind, attr in TABLE_ATTRS.items()},
+                **{kind: self.extra.get(kind, {}) for kind in EXTRA_TABLES}}
+
+    def _kind_table(self, kind: str) -> dict[str, Any]:
+        """`tables()[kind]` without building the others."""
+        attr = TABLE_ATTRS.get(kind)
+        return getattr(self, attr) if attr else self.tables()[kind]
 
     def _find(self, kind: str, name: str, table: dict[str, Any]) -> str | None:
         """The canonical id of an id or alias of `kind` in `table`, or None."""
+        if name in table:  # an id as stored (stored ids are normalized): nothing to normalize
+            return name
         key = table_key(kind, name)
         return key if key in table else self.aliases.get(kind, {}).get(key)
 
     def resolve(self, kind: str, name: str) -> str:
         """An id or alias (any case, spaces or dashes) -> the canonical id, or UnknownIdError."""
-        table = self.tables()[kind]
+        table = self._kind_table(kind)
         ident = self._find(kind, name, table)
         if ident is not None:
             return ident

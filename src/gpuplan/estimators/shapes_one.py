@@ -4,7 +4,8 @@
 Each function names the vectorized function it mirrors; the formulas, their order of
 operations and their sources are those of that function (tests/test_timing_one.py checks the
 composition against `timing.step_time` to 1e-9). IEEE semantics as numpy's: x / 0 is +-inf
-(nan for 0 / 0), min/max propagate nan.
+(nan for 0 / 0), min/max propagate nan (`scalars.div`, `mn`, `mx`, `clip`; `stage_layers`,
+shared with `memory_one`, lives in `scalars` too).
 """
 
 from __future__ import annotations
@@ -14,26 +15,9 @@ from typing import Any
 
 from ..spec import FP8, M_CORE_ATTN, M_MLP, M_MOE, R_FULL, R_MODULES, R_OP, R_SELECTIVE, ModelSpec
 from .compute import FWD_BWD, LOGITS_BYTES_PER_VOCAB, ROUTER_BYTES_PER_EXPERT, flops_per_token
+from .scalars import clip, div, mn, mx, stage_layers  # noqa: F401 (timing_one reads them here)
 
 INF, NAN = math.inf, math.nan
-
-
-def div(a: float, b: float) -> float:
-    if b == 0.0:
-        return NAN if a == 0.0 or a != a else math.copysign(INF, a)
-    return a / b
-
-
-def mn(a: float, b: float) -> float:
-    return NAN if a != a or b != b else (a if a <= b else b)
-
-
-def mx(a: float, b: float) -> float:
-    return NAN if a != a or b != b else (a if a >= b else b)
-
-
-def clip(x: float, lo: float, hi: float) -> float:
-    return mn(mx(x, lo), hi)
 
 
 # --- comm.py primitives -------------------------------------------------------------------------
@@ -87,29 +71,6 @@ def inside(stride: float, n: float, domain: float) -> float:
 
 
 # --- shapes.py ----------------------------------------------------------------------------------
-
-
-def stage_layers(L: int, pp: float, vpp: float, first: float, last: float
-                 ) -> tuple[float, float, float]:
-    """shapes.stage_layers (first rank, busiest middle rank or 0 when pp < 3, last rank)."""
-    if first > 0 or last > 0:  # shapes._explicit_split
-        kf, kl = (1 if first > 0 else 0), (1 if last > 0 else 0)
-        others = max(pp - kf - kl, 1)
-        rest = L - first - last
-        base, rem = rest // others, rest % others
-        f = first if kf else base + (0 < rem)
-        mid = base + (1 - kf < rem)
-        la = last if kl else base + (others - 1 < rem)
-    else:  # shapes._default_split
-        S = max(pp * vpp, 1)
-        if L % S == 0:
-            f = mid = la = L // max(pp, 1)
-        else:
-            q, r = (L + 2) // S, (L + 2) % S
-            u = [vpp * q + min(max(-((k - r) // pp), 0), vpp) for k in (0, 1, pp - 1)]
-            one = 1 if pp == 1 else 0
-            f, mid, la = u[0] - 1 - one, u[1], u[2] - 1 - one
-    return float(f), (float(mid) if pp >= 3 else 0.0), float(la)
 
 
 def stage_params(model: ModelSpec, tp: float, pp: float, ep: float, n: tuple[float, ...]

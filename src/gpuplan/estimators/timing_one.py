@@ -48,6 +48,8 @@ _HW = ("scale_up_domain", "scale_up_bytes_per_s", "scale_up_latency_s", "scale_o
 
 
 def _one(x: Any) -> bool:
+    if isinstance(x, np.ndarray):  # the attribute, not np.size's dispatch
+        return x.size == 1
     return isinstance(x, (int, float)) or np.size(x) == 1
 
 
@@ -64,7 +66,11 @@ def mirrors(model: ModelSpec, layout: Any, hw: Any, eff: Any, host_traffic: Any 
 
 def _f(x: Any) -> float:
     """One value as a Python float (a number, or an array holding one value)."""
-    return float(x) if isinstance(x, (int, float)) else float(np.asarray(x).reshape(-1)[0])
+    if isinstance(x, (int, float)):
+        return float(x)
+    if isinstance(x, np.ndarray) and x.size == 1:
+        return float(x.item())
+    return float(np.asarray(x).reshape(-1)[0])
 
 
 def _read(layout: Any, hw: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..catalog import Catalog
 from ..errors import ConfigError
-from ..estimators import buffers, memory, timing, timing_one
+from ..estimators import buffers, memory, memory_one, timing, timing_one
 from ..estimators import cost as costm
 from ..estimators.compute import Efficiency
 from ..spec import Accelerator, Hardware, Layout, ModelSpec, System
@@ -173,10 +173,14 @@ def time_per_step(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficienc
 
 def physics(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency,
             site: Site) -> Physics:
-    """Memory and step time of the layout; one configuration takes the scalar fast path
-    (`timing_one.step_time_one`, equal to `timing.step_time` to 1e-9), which hands anything
-    outside `timing_one.mirrors` (a grid) to the vectorized model."""
-    mem = memory_per_gpu(model, layout, site)
+    """Memory and step time of the layout; one configuration takes the scalar fast paths
+    (`memory_one.memory_breakdown_one` and `timing_one.step_time_one`, equal to
+    `memory.memory_breakdown` and `timing.step_time` to 1e-9), which hand anything outside
+    their `mirrors` (a grid) to the vectorized models."""
+    mem = memory_one.memory_breakdown_one(model, layout,
+                                          runtime_overhead_bytes=site.runtime_overhead_bytes,
+                                          fragmentation=site.fragmentation,
+                                          stacks=site.stack_buffers)
     headroom = np.asarray(hw.memory_bytes) - mem.total
     return Physics(memory=mem, timing=timing_one.step_time_one(model, layout, hw, eff,
                                                                mem.host_traffic),

@@ -8,6 +8,8 @@ warning. Rules are vectorized masks (True = breaks the rule); codes are stable i
 
 from __future__ import annotations
 
+import math
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,8 +122,13 @@ BOTTLENECKS = tuple(name for name, _ in BOTTLENECK_PARTS)
 
 
 def bottleneck(t: Any) -> Any:
-    """Index into BOTTLENECKS of the largest part of each step (a TimingBreakdown)."""
-    parts = [sum(np.asarray(getattr(t, k), dtype=float) for k in keys)
-             for _, keys in BOTTLENECK_PARTS]
+    """Index into BOTTLENECKS of the largest part of each step (a TimingBreakdown); nan and
+    +inf parts count 0 (np.nan_to_num)."""
+    values = [[getattr(t, k) for k in keys] for _, keys in BOTTLENECK_PARTS]
+    if all(type(x) is float for v in values for x in v):  # one configuration (timing_one)
+        one = [sum(v) for v in values]
+        one = [0.0 if x != x or x == math.inf else max(x, -sys.float_info.max) for x in one]
+        return one.index(max(one))
+    parts = [sum(np.asarray(x, dtype=float) for x in v) for v in values]
     stacked = np.stack(np.broadcast_arrays(*parts))
     return np.argmax(np.nan_to_num(stacked, nan=0.0, posinf=0.0), axis=0)

@@ -1,9 +1,9 @@
 """Which knob makes a configuration fit in GPU memory (L4), computed, not guessed.
 
 `fit_options` takes one configuration that does not fit, builds its variants (one knob
-changed at a time), evaluates them all in a single vectorized `memory_breakdown` call and returns
-a `FitOption` (flags and the memory they leave) for the smallest change of each knob that fits,
-least disruptive first:
+changed at a time), keeps the structurally valid ones, evaluates their memory (`_totals`) and
+returns a `FitOption` (flags and the memory they leave) for the smallest change of each knob
+that fits, least disruptive first:
 recompute, ZeRO stage, CPU offload, micro-batch, tensor parallel, pipeline parallel, and finally
 more GPUs with ZeRO-3 (the smallest multiple of 8) -- or, when no GPU count fits, more GPUs with
 ZeRO-3 and full recompute together.
@@ -12,11 +12,15 @@ ZeRO-3 and full recompute together.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from ..estimators.memory import memory_breakdown
+from ..estimators.memory import most_loaded_total
+from ..estimators.memory_one import memory_breakdown_one
+from ..rules import first_broken
 from ..spec import R_FULL, RECOMPUTE, Layout, ModelSpec
 from ..units import GiB
 from .results import FitOption
@@ -28,7 +32,8 @@ MAX_GPUS = 65536  # largest cluster the "more GPUs" search considers
 
 
 def _variants(model: ModelSpec, base: dict[str, Any], gpus: int) -> list[tuple[str, str, dict]]:
-    """(knob, flag text, field overrides), in order from least to most disruptive."""
+    """(knob, flag text, field overrides) of the knobs that keep the GPU count, in order from
+    least to most disruptive (the GPU counts after them: `_gpu_counts`)."""
     out: list[tuple[str, str, dict]] = []
     for r in range(int(base["recompute"]) + 1, R_FULL + 1):  # the modes after full are finer
         out.append(("recompute", f"--recompute {RECOMPUTE[r]}", {"recompute": r}))
@@ -47,16 +52,40 @@ def _variants(model: ModelSpec, base: dict[str, Any], gpus: int) -> list[tuple[s
     for p in range(pp + 1, model.layers + 1):
         if model.layers % p == 0 and gpus % (tp * p * cp) == 0:
             out.append(("pp", f"--pp {p}", {"pp": p, "dp": gpus // (tp * p * cp)}))
-    per_replica = tp * pp * cp
-    counts = [n for n in range(8 * (gpus // 8 + 1), MAX_GPUS + 1, 8) if n % per_replica == 0]
-    for n in counts:
-        out.append(("gpus", f"{n}", {"zero": 3, "dp": n // per_replica}))
-    if int(base["recompute"]) != R_FULL:  # last resort: both, then more GPUs
-        full = R_FULL
-        for n in counts:
-            out.append(("gpus+full", f"{n}", {"zero": 3, "dp": n // per_replica,
-                                               "recompute": full}))
     return out
+
+
+def _gpu_counts(base: dict[str, Any], gpus: int) -> np.ndarray:
+    """The larger GPU counts tried with ZeRO-3: multiples of 8 above `gpus`, up to MAX_GPUS,
+    that hold whole replicas (tp * pp * cp GPUs) and whose data-parallel size divides the
+    global batch into micro-batches (`rules`' batch_multiple; valid_mask would drop the others,
+    so dropping them first only saves their rows)."""
+    per_replica = int(base["tp"]) * int(base["pp"]) * int(base["cp"])
+    counts = np.arange(8 * (gpus // 8 + 1), MAX_GPUS + 1, 8, dtype=np.int64)
+    counts = counts[counts % per_replica == 0]
+    step = max(int(base["micro_batch"]), 1) * (counts // per_replica)
+    return counts[int(base["global_batch"]) % step == 0]
+
+
+def _grid(base: dict[str, Any], variants: list[tuple[str, str, dict]], counts: np.ndarray
+          ) -> Layout:
+    """Every variant as one grid (rows: `variants`, then each count with ZeRO-3, then, unless
+    the layout recomputes fully already, each count with ZeRO-3 and full recompute)."""
+    per_replica = int(base["tp"]) * int(base["pp"]) * int(base["cp"])
+    blocks = [{"zero": 3}]
+    if int(base["recompute"]) != R_FULL:  # last resort: both, then more GPUs
+        blocks.append({"zero": 3, "recompute": R_FULL})
+    rows = len(variants) + len(blocks) * len(counts)
+    cols = {k: np.full(rows, v) for k, v in base.items()}
+    for i, (_, _, ov) in enumerate(variants):
+        for k, v in ov.items():
+            cols[k][i] = v
+    for j, ov in enumerate(blocks):
+        lo = len(variants) + j * len(counts)
+        cols["dp"][lo:lo + len(counts)] = counts // per_replica
+        for k, v in ov.items():
+            cols[k][lo:lo + len(counts)] = v
+    return Layout(**cols)
 
 
 def fit_options(
@@ -72,28 +101,85 @@ def fit_options(
     """The smallest change of each knob that makes `layout` fit; () if it fits already.
 
     Each knob is changed alone from `layout` (a single configuration), keeping the global batch
-    and, for tp/pp, the GPU count. Only structurally valid variants (`Layout.valid_mask`) count.
+    and, for tp/pp, the GPU count. Only structurally valid variants (`Layout.valid_mask`) count;
+    their memory comes from one vectorized call on the valid rows alone.
     """
     kw = dict(runtime_overhead_bytes=runtime_overhead_bytes, fragmentation=fragmentation,
               stacks=stacks)
-    if float(memory_breakdown(model, layout, **kw).total) <= capacity_bytes:
+    if float(memory_breakdown_one(model, layout, **kw).total) <= capacity_bytes:
         return ()
     base = layout.scalars()
     variants = _variants(model, base, gpus)
-    if not variants:
-        return ()
-    cols = {k: np.array([ov.get(k, base[k]) for _, _, ov in variants]) for k in base}
-    grid = Layout(**cols)
-    total = np.asarray(memory_breakdown(model, grid, **kw).total)
-    ok = grid.valid_mask(model) & (total <= capacity_bytes)
-    out: list[FitOption] = []
+    counts = _gpu_counts(base, gpus)
+    rows = len(variants) + len(counts) * (1 if int(base["recompute"]) == R_FULL else 2)
+    search = _one_by_one if rows <= SCALAR_ROWS else _on_a_grid
+    return tuple(FitOption(knob=knob, flags=flags, gpus=n, memory_gib=total / GiB,
+                           capacity_gib=capacity_bytes / GiB)
+                 for knob, flags, n, total in search(model, base, variants, counts,
+                                                     capacity_bytes, kw))
+
+
+SCALAR_ROWS = 64  # up to this many variants, they are checked one by one (scalar paths)
+Found = list[tuple[str, str, Any, float]]  # (knob, flags, GPU count or None, bytes)
+
+
+def _picks(rows: Iterator[tuple[str, str, Any, Callable[[], Any]]], capacity_bytes: float
+           ) -> Found:
+    """The first row of each knob that fits, from (knob, flags, GPU count, its memory: bytes,
+    or None for a structurally invalid row) rows in order, each memory asked for only while its
+    knob has no fit; more GPUs with full recompute only when more GPUs alone do not fit."""
+    out: Found = []
     done: set[str] = set()
-    for i, (knob, flag, _) in enumerate(variants):
-        if knob in done or not ok[i] or (knob == "gpus+full" and "gpus" in done):
+    for knob, flags, n, memory in rows:
+        if knob in done or (knob == "gpus+full" and "gpus" in done):
             continue
-        done.add(knob)
-        out.append(FitOption(knob=knob, flags=flag,
-                             gpus=int(flag) if knob.startswith("gpus") else None,
-                             memory_gib=float(total[i]) / GiB,
-                             capacity_gib=capacity_bytes / GiB))
-    return tuple(out)
+        total = memory()
+        if total is not None and total <= capacity_bytes:
+            done.add(knob)
+            out.append((knob, flags, n, total))
+    return out
+
+
+def _labelled(base: dict[str, Any], variants: list[tuple[str, str, dict]], counts: np.ndarray
+              ) -> Iterator[tuple[str, str, Any, dict]]:
+    """(knob, flags, GPU count, overrides) of every variant, in `_grid`'s row order."""
+    per_replica = int(base["tp"]) * int(base["pp"]) * int(base["cp"])
+    for knob, flags, ov in variants:
+        yield knob, flags, None, ov
+    blocks = [("gpus", {})]
+    if int(base["recompute"]) != R_FULL:
+        blocks.append(("gpus+full", {"recompute": R_FULL}))
+    for knob, extra in blocks:
+        for n in counts.tolist():
+            yield knob, f"{n}", n, {"zero": 3, "dp": n // per_replica, **extra}
+
+
+def _one_total(model: ModelSpec, fields: dict[str, Any], kw: dict[str, Any]) -> float | None:
+    """Memory of one variant (`memory_one`), None when it breaks a rule (`rules.first_broken`,
+    the rules of `Layout.valid_mask`)."""
+    layout = Layout(**fields)
+    if first_broken(layout, model) is not None:
+        return None
+    return float(memory_breakdown_one(model, layout, **kw).total)
+
+
+def _one_by_one(model: ModelSpec, base: dict[str, Any], variants: list[tuple[str, str, dict]],
+                counts: np.ndarray, capacity_bytes: float, kw: dict[str, Any]) -> Found:
+    """A few variants, in order, each checked and evaluated only while its knob has no fit."""
+    return _picks(((k, f, n, partial(_one_total, model, {**base, **ov}, kw))
+                   for k, f, n, ov in _labelled(base, variants, counts)), capacity_bytes)
+
+
+def _on_a_grid(model: ModelSpec, base: dict[str, Any], variants: list[tuple[str, str, dict]],
+               counts: np.ndarray, capacity_bytes: float, kw: dict[str, Any]) -> Found:
+    """Many variants: one grid, its structurally valid rows (`Layout.valid_mask`) and their
+    memory in one vectorized call (`memory.most_loaded_total`; the scalar path's equal to
+    1e-9, tests/test_memory_one.py)."""
+    grid = _grid(base, variants, counts)
+    rows = np.flatnonzero(np.asarray(grid.valid_mask(model))).tolist()
+    sub = Layout(**{k: np.asarray(getattr(grid, k))[rows] for k in base})
+    totals = dict(zip(rows, np.asarray(most_loaded_total(model, sub, **kw)).reshape(-1).tolist(),
+                      strict=True))
+    return _picks(((k, f, n, partial(totals.get, i))
+                   for i, (k, f, n, _) in enumerate(_labelled(base, variants, counts))),
+                  capacity_bytes)

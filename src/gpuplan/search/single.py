@@ -12,6 +12,7 @@ from ..catalog import Catalog
 from ..errors import ConfigError
 from ..estimators import buffers as bufm
 from ..estimators import cost as costm
+from ..estimators.memory_one import summary as mem_summary
 from ..estimators.timing import TIMING_PARTS
 from ..spec import (
     OPTIMIZERS,
@@ -46,7 +47,14 @@ TUNED_FIELDS = ("base_weights", "adapter_weights", "adapter_optimizer", "tuned")
 
 def first(x: Any) -> float:
     """The single value of a grid of one, as a Python float."""
+    if type(x) is float:  # the scalar fast paths' values: no numpy round trip
+        return x
     return float(np.asarray(x, dtype=float).reshape(-1)[0])
+
+
+def one(x: Any) -> Any:
+    """The single value of a grid of one, as a Python number (bool, int or float)."""
+    return x if type(x) in (int, float, bool) else np.asarray(x).reshape(-1)[0].item()
 
 
 def host_watts_per_gpu(cat: Catalog, p: Platform) -> float:
@@ -134,12 +142,12 @@ def power_limited(hw: Any, gpu: Accelerator, limit_watts: float) -> Any:
 
 
 def _layout_info(layout: Layout) -> LayoutInfo:
-    v = layout.scalars()
+    v = {k: one(getattr(layout, k)) for k in layout.__dataclass_fields__}
     return LayoutInfo(
         tp=int(v["tp"]), pp=int(v["pp"]), dp=int(v["dp"]), cp=int(v["cp"]), ep=int(v["ep"]),
         vpp=int(v["vpp"]), zero=int(v["zero"]), micro_batch=int(v["micro_batch"]),
         global_batch=int(v["global_batch"]), seq_len=int(v["seq_len"]),
-        microbatches=int(np.asarray(layout.microbatches).item()),
+        microbatches=int(v["global_batch"] / (v["dp"] * v["micro_batch"])),
         precision=PRECISIONS[int(v["precision"])], recompute=RECOMPUTE[int(v["recompute"])],
         optimizer=OPTIMIZERS[int(v["optimizer"])], sp=bool(v["sp"]) and int(v["tp"]) > 1,
         flash=bool(v["flash"]), offload=bool(v["offload"]), stack=STACKS[int(v["stack"])],
@@ -160,7 +168,7 @@ def _warnings(plat: Platform, layout: Layout, gpus: int, memory_bytes: Any, capa
               fz.runs_check(t.step_s, t.tokens_per_s), fz.offer_check(gpus, plat)]
     return tuple(EstimateWarning(code=c, gpus=gpus, gpus_per_node=plat.gpus_per_node,
                                  scale_up_domain=plat.scale_up_domain, max_gpus=plat.max_gpus,
-                                 tp=int(np.asarray(layout.tp).item()))
+                                 tp=int(one(layout.tp)))
                  for c in fz.broken(checks))
 
 
@@ -189,23 +197,23 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
     site = with_grad_reduce(site_from_catalog(cat, **overrides), grad_reduce_dtype)
     plat = resolve_platform(cat, gpu, offer, system)
     hw = hardware_table(cat, [(gpu, plat)])
-    stack = STACKS[int(np.asarray(layout.stack).item())]
+    stack = STACKS[int(one(layout.stack))]
     eff = efficiency_for(cat, hw.family, stack)
     if power_limit_watts is not None:
         hw = power_limited(hw, gpu, power_limit_watts)
-    iv = interval(cat, gpu.family, stack, bool(np.asarray(eff.guess).reshape(-1)[0]))
+    iv = interval(cat, gpu.family, stack, bool(one(eff.guess)))
     ph = physics(model, layout, hw, eff, site)
     mem, t = ph.memory, ph.timing
     check_host_memory(first(mem.offloaded), float(np.asarray(hw.host_memory_bytes)[0]), plat)
     cap = float(hw.memory_bytes[0])
-    fits = bool(np.asarray(ph.fits).reshape(-1)[0])
+    fits = bool(one(ph.fits))
     step = first(t.step_s)
     runs = bool(np.isfinite(step))
     base = dict(
         model=model.id, params=model.total_params(), active_params=model.active_params(),
         gpu=gpu.id, gpus=gpus, platform=plat.id, gpus_per_node=plat.gpus_per_node,
         layout=_layout_info(layout),
-        memory_gib=MemoryGiB(**{k: first(v) / GiB for k, v in mem.summary().items()}),
+        memory_gib=MemoryGiB(**{k: first(v) / GiB for k, v in mem_summary(mem).items()}),
         memory_detail_gib=tuple((k, first(getattr(mem, k)) / GiB) for k in
                                 mem.__dataclass_fields__
                                 if k not in TUNED_FIELDS and k != "host_traffic"),
@@ -218,11 +226,11 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
         warnings=_warnings(plat, layout, gpus, mem.total, cap, t),
         step_time_s=step if runs else None, tokens_per_s=first(t.tokens_per_s),
         tokens_per_s_per_gpu=first(t.tokens_per_s) / gpus, mfu=first(t.mfu), hfu=first(t.hfu),
-        bottleneck=fz.BOTTLENECKS[int(np.asarray(fz.bottleneck(t)).reshape(-1)[0])],
+        bottleneck=fz.BOTTLENECKS[int(one(fz.bottleneck(t)))],
         micro_batch_too_small=runs and bool(np.asarray(fz.small_micro_batch(
             overhead_s=t.overhead_s, compute_s=t.compute_s,
             matmul_efficiency=t.matmul_efficiency, matmul_max=eff.matmul_max)).reshape(-1)[0]),
-        efficiency_is_guess=bool(np.asarray(t.efficiency_guess).reshape(-1)[0]),
+        efficiency_is_guess=bool(one(t.efficiency_guess)),
         time_breakdown_s=tuple((k, first(getattr(t, k)) if runs else 0.0)
                                for k in TIMING_PARTS),
         tokens=tokens, interval_group=iv.group, power_limit_watts=power_limit_watts,
@@ -249,9 +257,8 @@ def with_grad_reduce(site: Site, dtype: str | None) -> Site:
 
 def memory_buffers(mem: Any, layout: Layout, site: Site) -> tuple[tuple[str, float, str], ...]:
     """(name, GiB, dtype) of each line of `other` for one configuration."""
-    sb = (site.stack_buffers or bufm.LEGACY).pick(layout.stack)
-    dtypes = bufm.buffer_dtypes(PRECISIONS[int(layout.precision)],
-                                float(np.asarray(sb["grad_reduce_bytes"]).reshape(-1)[0]))
+    reduce = (site.stack_buffers or bufm.LEGACY).grad_reduce_bytes[int(one(layout.stack))]
+    dtypes = bufm.buffer_dtypes(PRECISIONS[int(layout.precision)], float(reduce))
     return tuple((k, first(v) / GiB, dtypes[k]) for k, v in mem.buffer_lines().items())
 
 

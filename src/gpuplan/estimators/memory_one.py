@@ -1,0 +1,322 @@
+"""Training memory of ONE configuration in plain Python floats: the scalar fast path (L3).
+
+`memory.memory_breakdown` is the one model and broadcasts over arrays; on a single
+configuration numpy's per-operation overhead (a few hundred operations on 0-d arrays, and the
+selection of the most loaded stage) costs about a millisecond. `memory_breakdown_one` evaluates
+the same formulas, term for term and in the same order, with Python floats, in tens of
+microseconds. It is not a second model: every function names the vectorized function it
+mirrors (`memory`, `activations`, `recompute`, `buffers`, `shapes`), the constants and the
+pure-Python pieces (`model_state_bytes_per_param`'s tables, `activations._mlp_saved`,
+`recompute.op_bytes`, `recompute.ACT_OFFLOAD_RESIDENT`, the [memory.STACK] buffers) are imported
+from there, and a fine-tuned stage goes through `finetune.stage_parts` itself.
+tests/test_memory_one.py checks every field against `memory.memory_breakdown` on random
+configurations (tp, pp, uneven stages, vpp, cp, ep, ZeRO, HSDP shard groups, every recompute
+mode, offload, fine-tuning methods, precisions, optimizers, stacks) to 1e-9 relative. A change
+to the memory model goes into `memory` first; that test then fails until this file follows.
+
+`mirrors(layout)` is the predicate of what the fast path evaluates itself: one configuration
+whose degrees are at least 1 and whose codes are in range. Anything else (a grid, a corner the
+vectorized model answers with inf or nan) goes to `memory.memory_breakdown`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..spec import (
+    ADAFACTOR,
+    FP8,
+    FP32,
+    M_CORE_ATTN,
+    M_LAYERNORM,
+    M_MLP,
+    M_MOE,
+    M_MOE_ACT,
+    O_ACTIVATIONS,
+    O_GRADS,
+    O_OPTIMIZER,
+    O_PARAMS,
+    OPTIMIZERS,
+    PRECISIONS,
+    R_FULL,
+    R_MODULES,
+    R_OP,
+    RECOMPUTE,
+    STACKS,
+    ModelSpec,
+)
+from ..workload import finetune_of
+from . import buffers as bufm
+from . import finetune
+from .activations import LayerTerms, _mlp_saved
+from .memory import (
+    _ALLOCATED,
+    MemoryBreakdown,
+    adafactor_state_per_param,
+    memory_breakdown,
+    model_state_bytes_per_param,
+)
+from .recompute import ACT_OFFLOAD_RESIDENT, op_bytes
+from .scalars import mn, mx, pipeline_stages
+from .shapes import ACT_BYTES, StageParams
+
+__all__ = ["memory_breakdown_one", "mirrors", "summary"]
+
+_CODES = {"recompute": len(RECOMPUTE), "precision": len(PRECISIONS),
+          "optimizer": len(OPTIMIZERS), "stack": len(STACKS)}
+
+
+_PLAIN = (int, float, bool)  # not numpy's float64, a float subclass
+
+
+def _value(x: Any) -> Any:
+    """One value as a Python number (a number, or an array holding one value)."""
+    if type(x) in _PLAIN:
+        return x
+    a = np.asarray(x)
+    if a.size != 1:
+        raise ValueError(f"{a.size} values, not one")
+    return a.reshape(-1)[0].item()
+
+
+def _read(layout: Any) -> dict[str, Any] | None:
+    """The layout as Python numbers, or None where the fast path does not answer."""
+    try:
+        c = {k: x if type(x) in _PLAIN else _value(x)
+             for k, x in ((k, getattr(layout, k)) for k in layout.__dataclass_fields__)}
+        if min(c[k] for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch")) < 1:
+            return None
+        if not all(0 <= c[k] < n and c[k] == int(c[k]) for k, n in _CODES.items()):
+            return None
+    except (ValueError, TypeError, OverflowError):  # several values, none, or not numbers
+        return None
+    for k in ("recompute", "precision", "optimizer", "stack"):
+        c[k] = int(c[k])
+    return c
+
+
+def mirrors(layout: Any) -> bool:
+    """True where `memory_breakdown_one` evaluates the layout itself: every field holds one
+    value, the degrees are at least 1 and the codes are in range."""
+    return _read(layout) is not None
+
+
+def memory_breakdown_one(model: ModelSpec, layout: Any, *, runtime_overhead_bytes: float,
+                         fragmentation: float, stacks: bufm.StackBuffers | None = None
+                         ) -> MemoryBreakdown:
+    """`memory.memory_breakdown` of one configuration, as Python numbers (`stage` an int); a
+    layout outside `mirrors` goes to `memory.memory_breakdown` itself (with numpy's floating
+    point warnings silenced, as the search evaluates it)."""
+    c = _read(layout)
+    if c is None:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return memory_breakdown(model, layout, runtime_overhead_bytes=runtime_overhead_bytes,
+                                    fragmentation=fragmentation, stacks=stacks)
+    dicts = _stage_dicts(model, layout, c, float(runtime_overhead_bytes), float(fragmentation),
+                         stacks or bufm.LEGACY)
+    pick = 0  # memory._block: np.argmax, ties (and a first nan) to the earlier stage
+    for i in (1, 2):
+        a, b = dicts[i]["total"], dicts[pick]["total"]
+        if b == b and (a != a or a > b):
+            pick = i
+    return MemoryBreakdown(**dicts[pick], stage=pick)
+
+
+_SUMMARY = ("weights", "gradients", "optimizer", "activations")
+
+
+def summary(mem: MemoryBreakdown, unit: float = 1.0) -> dict[str, Any]:
+    """`MemoryBreakdown.summary` of a breakdown of Python floats (`memory_breakdown_one`'s)
+    without numpy: the same keys, `other` the sum of the buffer lines in their order; any other
+    breakdown goes to `mem.summary(unit)`."""
+    lines = list(mem.buffer_lines().values())
+    parts = {k: getattr(mem, k) for k in _SUMMARY}
+    if not all(type(v) is float for v in (*lines, *parts.values(), mem.total)):
+        return mem.summary(unit)
+    parts.update(other=sum(lines), total=mem.total)
+    if mem.tuned:
+        parts.update(base_weights=mem.base_weights, adapter_weights=mem.adapter_weights,
+                     adapter_optimizer=mem.adapter_optimizer)
+    return {k: float(v) / unit for k, v in parts.items()}
+
+
+# --- activations.py / recompute.py / buffers.py -------------------------------------------------
+
+
+def _layer_terms(model: ModelSpec, c: dict[str, Any], moe: bool = False) -> LayerTerms:
+    """activations.layer_terms."""
+    t, e = float(c["tp"]), float(ACT_BYTES[c["precision"]])
+    drop, flash = float(bool(c["dropout"])), bool(c["flash"])
+    t_seq = t if c["sp"] else 1.0
+    sb = float(c["seq_len"]) * float(c["micro_batch"]) / float(c["cp"])
+    esb = e * sb
+    h, a, q = model.hidden, model.heads, model.heads * model.d_head
+    replicated = (esb * (4 * h) + drop * (2 * h) * sb) / t_seq
+    q_out = esb * (2 * q) / t
+    kv_compact = esb * 2 * (model.d_head * max(model.kv_heads / t, 1.0))
+    stats = sb * (4.0 * a) / t
+    score = sb * float(c["seq_len"]) * a * (e + drop * (e + 1)) / t
+    mlp = esb * _mlp_saved(model, moe) / t
+    act_half = mlp / 2.0 if moe else 0.0 * esb
+    if moe:
+        mlp = mlp + 4.0 * sb * model.experts
+    common = replicated + q_out + mlp
+    none = common + (kv_compact + stats if flash else q_out + score)
+    selective = common + kv_compact + flash * stats
+    return LayerTerms(none=none, selective=selective, full=esb * h / t_seq,
+                      op=(op_bytes(model, esb, t, t_seq, stats, mlp, moe)  # read by op alone
+                          if c["recompute"] == R_OP else math.nan),
+                      norm_out=esb * (2 * h) / t_seq, mlp=mlp, act_half=act_half)
+
+
+def _stored(acts: LayerTerms, c: dict[str, Any], moe: bool = False) -> float:
+    """recompute.stored_bytes."""
+    rc = c["recompute"]
+    if rc < R_FULL:
+        return (acts.none, acts.selective)[rc]
+    if rc == R_FULL:
+        k = 1.0 / max(c["recompute_every"], 1)
+        return k * acts.full + (1.0 - k) * acts.none
+    if rc != R_MODULES:
+        return acts.op
+    mods = int(c["recompute_modules"])
+    bit = {m: (mods & m) != 0 for m in (M_CORE_ATTN, M_MLP, M_MOE, M_MOE_ACT, M_LAYERNORM)}
+    drop_mlp = bit[M_MOE] if moe else bit[M_MLP]
+    return (acts.none - bit[M_CORE_ATTN] * (acts.none - acts.selective)
+            - bit[M_LAYERNORM] * acts.norm_out - drop_mlp * acts.mlp
+            - ((bit[M_MOE_ACT] and not drop_mlp) * acts.act_half if moe else 0.0))
+
+
+def _transient(acts: LayerTerms, c: dict[str, Any], moe: bool = False) -> float:
+    """recompute.transient_bytes."""
+    rc = c["recompute"]
+    if rc == R_MODULES:
+        return acts.none - _stored(acts, c, moe)
+    return (0.0, acts.none - acts.selective, acts.none - acts.full,
+            mx(acts.none - acts.op, 0.0))[rc]
+
+
+def _per_layer(model: ModelSpec, c: dict[str, Any]) -> dict[str, float]:
+    """memory._per_layer (with buffers.logits_bytes and buffers.moe_token_bytes)."""
+    dense = _layer_terms(model, c)
+    out = dict(dense_stored=_stored(dense, c), dense_transient=_transient(dense, c))
+    out.update(moe_stored=out["dense_stored"], moe_transient=out["dense_transient"])
+    if model.is_moe:
+        moe = _layer_terms(model, c, moe=True)
+        out.update(moe_stored=_stored(moe, c, True), moe_transient=_transient(moe, c, True))
+    t, e = float(c["tp"]), float(ACT_BYTES[c["precision"]])
+    t_seq = t if c["sp"] else 1.0
+    sb = float(c["seq_len"]) * float(c["micro_batch"]) / float(c["cp"])
+    saved = 2 * model.hidden * e * sb / t_seq + (4.0 * model.vocab) * sb / t
+    live = (model.vocab * e) * sb / t
+    out.update(head=saved + live, loss_copy=live * 4.0 / e,
+               emb_mask=float(bool(c["dropout"])) * sb * model.hidden / t_seq,
+               moe_tokens=sb / t_seq * (model.experts_per_token * model.hidden) * e)
+    return out
+
+
+# --- memory.py ----------------------------------------------------------------------------------
+
+
+def _sharded(P: StageParams, c: dict[str, Any], on: bool) -> float:
+    """shapes.sharded_params (with shapes.shard_group and shapes.expert_shard_group)."""
+    if not on:
+        return P.dense / 1.0 + P.expert / 1.0
+    sg = c["shard_group"]
+    group = sg if sg > 0 else c["dp"] * c["cp"]
+    return P.dense / group + P.expert / max(group / c["ep"], 1.0)
+
+
+def _offload_state(c: dict[str, Any], m: float, *, weights: float, grads: float, accum: float,
+                   opt: float, opt_grads: float, opt_weights: float) -> dict[str, float]:
+    """recompute.offload_state (with recompute.host_traffic)."""
+    off, zero = int(c["offload"]), c["zero"]
+    on_opt, on_params = (off & O_OPTIMIZER) != 0 and zero >= 0, (off & O_PARAMS) != 0 and zero >= 3
+    on_grads = (off & O_GRADS) != 0 and zero >= 2
+    traffic = ((2.0 * m * weights if on_params else 0.0)
+               + (m * grads if on_grads else (opt_grads if on_opt else 0.0))
+               + (opt_weights if on_opt and not on_params else 0.0))
+    return dict(weights=0.0 if on_params else weights, gradients=0.0 if on_grads else grads,
+                optimizer=0.0 if on_opt else opt, grad_accum=0.0 if on_grads else accum,
+                offloaded=((opt if on_opt else 0.0) + (weights if on_params else 0.0)
+                           + (grads + accum if on_grads else 0.0)),
+                host_traffic=traffic)
+
+
+def _state(P: StageParams, c: dict[str, Any], state_b: tuple[float, float, float], m: float,
+           sb: dict[str, Any]) -> dict[str, float]:
+    """memory._state."""
+    wb, gb, ob = state_b
+    zero, precision, sg = c["zero"], c["precision"], c["shard_group"]
+    group = sg if sg > 0 else c["dp"] * c["cp"]
+    egroup = max(group / c["ep"], 1.0)
+    n_grad, n_opt, n_w = _sharded(P, c, zero >= 2), _sharded(P, c, zero >= 1), \
+        _sharded(P, c, zero >= 3)
+    wb = wb - (precision == FP8)
+    weights = wb * n_w
+    on = precision != FP32 and (sb["main_grad_always"] or m > 1)  # buffers.grad_accum_bytes
+    accum_b = max(sb["grad_reduce_bytes"] - gb, 0.0) if on else 0.0
+    unit = P.unit - (0.0 if egroup > 1 else P.unit_expert)
+    gather = zero >= 3 and group > 1
+    layers = min(2.0, P.dense_layers + P.moe_layers)
+    bucket_b = gb + (sb["grad_reduce_bytes"] if sb["reduce_copy"]  # buffers.grad_bucket_bytes
+                     and sb["grad_reduce_bytes"] > gb else 0.0)
+    return dict(**_offload_state(c, m, weights=weights, grads=gb * n_grad, accum=accum_b * n_grad,
+                                 opt=ob * n_opt, opt_grads=gb * n_opt, opt_weights=wb * n_opt),
+                gathered=wb * (layers * unit + P.root) if gather else 0.0,
+                grad_bucket=bucket_b * unit if zero >= 2 and group > 1 else 0.0,
+                fp8_weights=(sb["fp8_weight_bytes"] if precision == FP8 else 0.0) * n_w,
+                zero3_saving=wb * (P.dense + P.expert) - weights if gather else 0.0)
+
+
+def _stage_dicts(model: ModelSpec, layout: Any, c: dict[str, Any], runtime: float,
+                 fragmentation: float, stacks: bufm.StackBuffers) -> list[dict[str, Any]]:
+    """memory._stage_dicts: every part of the first, the last and the second rank."""
+    ada = adafactor_state_per_param(model) if c["optimizer"] == ADAFACTOR else 0.0
+    state_b = tuple(float(x) for x in model_state_bytes_per_param(
+        c["precision"], c["optimizer"], ada))
+    m = float(c["global_batch"]) / (float(c["dp"]) * float(c["micro_batch"]))
+    acts = _per_layer(model, c)
+    ft = finetune_of(model)
+    sb = {k: getattr(stacks, k)[c["stack"]] for k in (
+        "grad_reduce_bytes", "main_grad_always", "reduce_copy", "fp8_weight_bytes",
+        "moe_token_buffers", "loss_fp32_copies")}
+    pp, vpp = float(c["pp"]), float(c["vpp"])
+    placed = pipeline_stages(model, float(c["tp"]), pp, float(c["ep"]), vpp,
+                             float(c["first_stage_layers"]), float(c["last_stage_layers"]))
+    out = []
+    for P, rank, emb, last in ((placed[0], 0.0, 1.0, pp == 1), (placed[2], pp - 1, 0.0, True),
+                               (placed[1], 1.0, 0.0, False)):
+        d: dict[str, Any] = _state(P, c, state_b, m, sb)
+        dense_on, moe_on = P.dense_layers > 0, P.moe_layers > 0
+        stored = P.dense_layers * acts["dense_stored"] + P.moe_layers * acts["moe_stored"]
+        transient = mx(acts["dense_transient"] if dense_on else 0.0,
+                       acts["moe_transient"] if moe_on else 0.0)
+        if ft is not None:  # memory._stage_dicts: finetune.stage_parts, its own formulas
+            ft_d, stored, transient = finetune.stage_parts(model, ft, P, layout, state_b,
+                                                           stored, transient, emb == 1.0)
+            d.update({k: _value(v) for k, v in ft_d.items()})
+            stored, transient = float(_value(stored)), float(_value(transient))
+        d["moe_tokens"] = (acts["moe_tokens"] if moe_on else 0.0) * sb["moe_token_buffers"]
+        held = pp + (pp - 1 - 2 * rank) / vpp if vpp > 1 else pp - rank
+        held = mx(mn(held, m), 1.0)  # activations.inflight_microbatches
+        kept = held * (stored + emb * acts["emb_mask"])
+        d["logits"] = acts["head"] + sb["loss_fp32_copies"] * acts["loss_copy"] if last else 0.0
+        layer = mx(acts["dense_stored"] if dense_on else 0.0,
+                   acts["moe_stored"] if moe_on else 0.0)
+        gone = (kept - mn(ACT_OFFLOAD_RESIDENT * layer, kept)  # offloaded_activations
+                if int(c["offload"]) & O_ACTIVATIONS else 0.0)
+        d["activations"] = kept - gone + transient
+        d["offloaded"] = d["offloaded"] + gone
+        d["host_traffic"] = d["host_traffic"] + (2.0 * m * stored if gone > 0 else 0.0)
+        d["allocated"] = sum(d[k] for k in _ALLOCATED)
+        d["allocator_margin"] = fragmentation * d["allocated"]
+        d["runtime_context"] = runtime
+        d["reserved"] = d["allocated"] + d["allocator_margin"]
+        d["overhead"] = d["runtime_context"] + d["allocator_margin"]
+        d["total"] = d["reserved"] + d["runtime_context"]
+        out.append(d)
+    return out

@@ -1,0 +1,156 @@
+"""The scalar memory path (`estimators.memory_one.memory_breakdown_one`) equals the vectorized
+model (`memory.memory_breakdown`) on random configurations, field by field, to 1e-9 relative
+(issue #12): every layout dimension (tp, pp, uneven and explicit stages, vpp, cp, ep, ZeRO,
+HSDP shard groups, recompute modes and modules, offload parts), fine-tuning methods,
+precisions, optimizers and software stacks."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields, replace
+
+import numpy as np
+import pytest
+
+from gpuplan.catalog import load_catalog
+from gpuplan.estimators import buffers
+from gpuplan.estimators.memory import MemoryBreakdown, memory_breakdown
+from gpuplan.estimators.memory_one import memory_breakdown_one, mirrors
+from gpuplan.search.evaluate import site_from_catalog
+from gpuplan.spec import OFFLOAD_PARTS, RECOMPUTE, STACKS, Layout
+from gpuplan.workload import finetune_spec, with_finetune
+
+MODELS = ("llama3-8b", "llama3-70b", "gpt3-175b", "deepseek-v3", "mixtral-8x7b", "bert-large",
+          "bloom-176b")
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return load_catalog()
+
+
+def _tuned(model, rng):
+    """A fine-tuned copy of `model` (LoRA, LoRA on an int8 base, QLoRA, freeze), or the
+    model itself."""
+    method = str(rng.choice(["full", "full", "full", "lora", "lora-int8", "qlora", "freeze"]))
+    if method == "full":
+        return model
+    if method == "freeze":
+        ft = replace(finetune_spec(model, method=method),
+                     trainable_layers=int(rng.integers(1, model.layers + 1)))
+    else:
+        method, quant = {"lora-int8": ("lora", "int8")}.get(method, (method, None))
+        ft = finetune_spec(model, method=method, lora_rank=int(rng.choice([8, 16, 64])),
+                           lora_targets=str(rng.choice(["attn", "mlp", "all"])), quant=quant)
+    return with_finetune(model, ft)
+
+
+def _stages(model, rng):
+    """(pp, vpp, first, last): even, uneven default or explicit first/last stage sizes."""
+    L = model.layers
+    pp = int(rng.choice([1, 2, 3, 4, 5, 8]))
+    vpp = int(rng.choice([1, 2, 3])) if pp > 1 else 1
+    if pp * vpp > L + 2:
+        vpp = 1
+    first = last = 0
+    if pp > 1 and rng.random() < 0.3:
+        first = int(rng.integers(0, L // pp + 2))
+        last = int(rng.integers(0, L // pp + 2))
+    return pp, vpp, first, last
+
+
+def _random_case(cat, rng):
+    model = _tuned(cat.model(str(rng.choice(MODELS))), rng)
+    pp, vpp, first, last = _stages(model, rng)
+    dp = int(rng.choice([1, 2, 3, 8, 16, 64, 512]))
+    cp = int(rng.choice([1, 1, 2]))
+    ep = int(rng.choice([e for e in (1, 2, 8, 16, 64) if dp % e == 0])) if model.is_moe else 1
+    mb = int(rng.choice([1, 2, 4]))
+    zero = int(rng.integers(0, 4))
+    lay = Layout(tp=int(rng.choice([1, 2, 4, 8, 16])), pp=pp, dp=dp, ep=ep, cp=cp, vpp=vpp,
+                 zero=zero, micro_batch=mb, global_batch=dp * mb * int(rng.choice([1, 3, 8])),
+                 seq_len=int(rng.choice([1024, 4096, 8192])),
+                 recompute=int(rng.integers(0, len(RECOMPUTE))),
+                 precision=int(rng.integers(0, 4)), optimizer=int(rng.integers(0, 3)),
+                 sp=bool(rng.random() < 0.8), flash=bool(rng.random() < 0.8),
+                 dropout=bool(rng.random() < 0.3), stack=int(rng.integers(0, len(STACKS))),
+                 offload=int(rng.integers(0, 1 << len(OFFLOAD_PARTS))) if rng.random() < 0.3
+                 else 0, first_stage_layers=first, last_stage_layers=last,
+                 shard_group=int(rng.choice([0, 0, 2, 8, 16])) if zero and dp * cp > 1 else 0,
+                 recompute_modules=int(rng.integers(1, 32)),
+                 recompute_every=int(rng.choice([1, 2, 4])))
+    return model, lay
+
+
+def _same(a, b) -> bool:
+    a, b = float(a), float(b)
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    return a == pytest.approx(b, rel=1e-9, abs=1e-300)
+
+
+@pytest.mark.parametrize("stacks", ["catalog", "legacy", "bf16-reduce"])
+def test_scalar_memory_equals_the_vectorized_model_on_random_configurations(cat, stacks):
+    """1e-9 relative: both evaluate the same formulas in the same order; only the order of a
+    few float operations numpy fuses differently may move the last bits."""
+    site = site_from_catalog(cat)
+    sb = {"catalog": site.stack_buffers, "legacy": None,
+          "bf16-reduce": (site.stack_buffers or buffers.LEGACY).with_grad_reduce("bf16")}[stacks]
+    kw = dict(runtime_overhead_bytes=site.runtime_overhead_bytes,
+              fragmentation=site.fragmentation, stacks=sb)
+    rng = np.random.default_rng({"catalog": 12, "legacy": 13, "bf16-reduce": 14}[stacks])
+    for _ in range(400 if stacks == "catalog" else 150):
+        model, lay = _random_case(cat, rng)
+        assert mirrors(lay)
+        with np.errstate(all="ignore"):
+            vec = memory_breakdown(model, lay, **kw)
+        one = memory_breakdown_one(model, lay, **kw)
+        for f in fields(MemoryBreakdown):
+            v, o = np.asarray(getattr(vec, f.name)).reshape(-1)[0], getattr(one, f.name)
+            assert _same(o, v), (f.name, o, v, model.id, lay)
+
+
+def test_scalar_memory_returns_plain_python_numbers(cat):
+    site = site_from_catalog(cat)
+    model, lay = _random_case(cat, np.random.default_rng(1))
+    one = memory_breakdown_one(model, lay, runtime_overhead_bytes=site.runtime_overhead_bytes,
+                               fragmentation=site.fragmentation, stacks=site.stack_buffers)
+    assert all(type(getattr(one, f.name)) in (float, int, bool) for f in fields(one))
+
+
+def test_a_grid_or_a_zero_degree_goes_to_the_vectorized_model(cat):
+    """`mirrors` is False for more than one configuration and for a degree below 1; the fast
+    path then returns memory.memory_breakdown's own (array) answer, never a different one."""
+    model = cat.model("llama3-8b")
+    lay = Layout(tp=2, dp=4, micro_batch=1, global_batch=64, seq_len=4096)
+    grid = replace(lay, dp=np.array([4, 8]), global_batch=np.array([64, 128]))
+    assert mirrors(lay) and mirrors(replace(lay, dp=np.array([4])))
+    assert not mirrors(grid) and not mirrors(replace(lay, cp=0))
+    kw = dict(runtime_overhead_bytes=1e9, fragmentation=0.05)
+    vec = memory_breakdown(model, grid, **kw)
+    one = memory_breakdown_one(model, grid, **kw)
+    for f in fields(MemoryBreakdown):
+        np.testing.assert_array_equal(getattr(one, f.name), getattr(vec, f.name))
+
+
+def test_scalar_summary_equals_the_breakdowns_own(cat):
+    """`memory_one.summary` (no numpy) gives `MemoryBreakdown.summary`'s keys and values, the
+    fine-tuning keys included, on scalar breakdowns of random configurations."""
+    from gpuplan.estimators.memory_one import summary
+
+    site = site_from_catalog(cat)
+    kw = dict(runtime_overhead_bytes=site.runtime_overhead_bytes,
+              fragmentation=site.fragmentation, stacks=site.stack_buffers)
+    rng = np.random.default_rng(21)
+    tuned = 0
+    for _ in range(100):
+        model, lay = _random_case(cat, rng)
+        one = memory_breakdown_one(model, lay, **kw)
+        tuned += bool(one.tuned)
+        for unit in (1.0, 2.0**30):
+            fast, own = summary(one, unit), one.summary(unit)
+            assert fast.keys() == own.keys()
+            assert all(_same(fast[k], own[k]) for k in own), (fast, own)
+    assert tuned > 0
