@@ -1,8 +1,10 @@
 """The scalar memory path (`estimators.memory_one.memory_breakdown_one`) equals the vectorized
 model (`memory.memory_breakdown`) on random configurations, field by field, to 1e-9 relative
 (issue #12): every layout dimension (tp, pp, uneven and explicit stages, vpp, cp, ep, ZeRO,
-HSDP shard groups, recompute modes and modules, offload parts), fine-tuning methods,
-precisions, optimizers and software stacks."""
+HSDP shard groups, recompute modes and modules, offload parts, 1F1B and DualPipe), fine-tuning
+methods (with each stack's adapter dtype and loss chunks), precisions (FP8 under each stack's
+primary weights and GEMM inputs), optimizers, every software stack, a compiled loss, and
+SwiGLU, GELU and squared-ReLU MLPs."""
 
 from __future__ import annotations
 
@@ -17,11 +19,18 @@ from gpuplan.estimators import buffers
 from gpuplan.estimators.memory import MemoryBreakdown, memory_breakdown
 from gpuplan.estimators.memory_one import memory_breakdown_one, mirrors
 from gpuplan.search.evaluate import site_from_catalog
-from gpuplan.spec import OFFLOAD_PARTS, RECOMPUTE, STACKS, Layout
+from gpuplan.spec import FP8, OFFLOAD_PARTS, RECOMPUTE, S_1F1B, S_DUALPIPE, STACKS, Layout
 from gpuplan.workload import finetune_spec, with_finetune
 
 MODELS = ("llama3-8b", "llama3-70b", "gpt3-175b", "deepseek-v3", "mixtral-8x7b", "bert-large",
-          "bloom-176b")
+          "bloom-176b", "relu2")  # relu2: gpt3-175b with a squared-ReLU MLP (no catalog model)
+
+
+def _model(cat, rng):
+    name = str(rng.choice(MODELS))
+    if name == "relu2":
+        return replace(cat.model("gpt3-175b"), mlp="relu2")
+    return cat.model(name)
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +69,7 @@ def _stages(model, rng):
 
 
 def _random_case(cat, rng):
-    model = _tuned(cat.model(str(rng.choice(MODELS))), rng)
+    model = _tuned(_model(cat, rng), rng)
     pp, vpp, first, last = _stages(model, rng)
     dp = int(rng.choice([1, 2, 3, 8, 16, 64, 512]))
     cp = int(rng.choice([1, 1, 2]))
@@ -78,7 +87,8 @@ def _random_case(cat, rng):
                  else 0, first_stage_layers=first, last_stage_layers=last,
                  shard_group=int(rng.choice([0, 0, 2, 8, 16])) if zero and dp * cp > 1 else 0,
                  recompute_modules=int(rng.integers(1, 32)),
-                 recompute_every=int(rng.choice([1, 2, 4])))
+                 recompute_every=int(rng.choice([1, 2, 4])),
+                 schedule=S_DUALPIPE if rng.random() < 0.25 else S_1F1B)
     return model, lay
 
 
@@ -100,16 +110,29 @@ def test_scalar_memory_equals_the_vectorized_model_on_random_configurations(cat,
           "bf16-reduce": (site.stack_buffers or buffers.LEGACY).with_grad_reduce("bf16")}[stacks]
     kw = dict(runtime_overhead_bytes=site.runtime_overhead_bytes,
               fragmentation=site.fragmentation, stacks=sb)
+    compiled = {**kw, "stacks": (sb or buffers.LEGACY).with_compiled_loss()}
     rng = np.random.default_rng({"catalog": 12, "legacy": 13, "bf16-reduce": 14}[stacks])
+    seen = set()
     for _ in range(400 if stacks == "catalog" else 150):
         model, lay = _random_case(cat, rng)
         assert mirrors(lay)
+        loss = rng.random() < 0.3  # a compiled loss (StackBuffers.with_compiled_loss)
+        case = compiled if loss else kw
         with np.errstate(all="ignore"):
-            vec = memory_breakdown(model, lay, **kw)
-        one = memory_breakdown_one(model, lay, **kw)
+            vec = memory_breakdown(model, lay, **case)
+        one = memory_breakdown_one(model, lay, **case)
         for f in fields(MemoryBreakdown):
             v, o = np.asarray(getattr(vec, f.name)).reshape(-1)[0], getattr(one, f.name)
-            assert _same(o, v), (f.name, o, v, model.id, lay)
+            assert _same(o, v), (f.name, o, v, model.id, lay, loss)
+        seen |= {("stack", lay.stack, lay.precision == FP8), ("dualpipe", lay.schedule),
+                 ("compiled", loss), ("mlp", model.mlp), ("tuned", lay.stack, one.tuned)}
+    # the generator reaches every stack with and without FP8 and with a fine-tuned model,
+    # DualPipe and 1F1B, compiled and eager losses, each MLP kind
+    want = {("stack", s, f8) for s in range(len(STACKS)) for f8 in (False, True)} | {
+        ("tuned", s, True) for s in range(len(STACKS))} | {
+        ("dualpipe", S_DUALPIPE), ("dualpipe", S_1F1B), ("compiled", True), ("compiled", False),
+        ("mlp", "swiglu"), ("mlp", "gelu"), ("mlp", "relu2")}
+    assert want <= seen, sorted(want - seen)
 
 
 def test_scalar_memory_returns_plain_python_numbers(cat):

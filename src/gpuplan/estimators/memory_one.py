@@ -8,10 +8,14 @@ microseconds. It is not a second model: every function names the vectorized func
 mirrors (`memory`, `activations`, `recompute`, `buffers`, `shapes`), the constants and the
 pure-Python pieces (`model_state_bytes_per_param`'s tables, `activations._mlp_saved`,
 `recompute.op_bytes`, `recompute.ACT_OFFLOAD_RESIDENT`, the [memory.STACK] buffers) are imported
-from there, and a fine-tuned stage goes through `finetune.stage_parts` itself.
+from there, and a fine-tuned stage goes through `finetune.stage_parts` itself. The stack's
+constants are `buffers.StackBuffers.pick`'s, every field (FP8 primary weights and GEMM inputs,
+fused SwiGLU, compiled and chunked loss, torchtitan's whole-stage ZeRO-3 under PP, adapter
+dtype); DualPipe doubles `buffers._STATE_PARTS` as `buffers.dualpipe_copies` does.
 tests/test_memory_one.py checks every field against `memory.memory_breakdown` on random
 configurations (tp, pp, uneven stages, vpp, cp, ep, ZeRO, HSDP shard groups, every recompute
-mode, offload, fine-tuning methods, precisions, optimizers, stacks) to 1e-9 relative. A change
+mode, offload, 1F1B and DualPipe, fine-tuning methods, precisions, optimizers, every stack,
+compiled losses, SwiGLU/GELU/squared-ReLU MLPs) to 1e-9 relative. A change
 to the memory model goes into `memory` first; that test then fails until this file follows.
 
 `mirrors(layout)` is the predicate of what the fast path evaluates itself: one configuration
@@ -45,6 +49,7 @@ from ..spec import (
     R_MODULES,
     R_OP,
     RECOMPUTE,
+    S_DUALPIPE,
     STACKS,
     ModelSpec,
 )
@@ -146,30 +151,36 @@ def summary(mem: MemoryBreakdown, unit: float = 1.0) -> dict[str, Any]:
 # --- activations.py / recompute.py / buffers.py -------------------------------------------------
 
 
-def _layer_terms(model: ModelSpec, c: dict[str, Any], moe: bool = False) -> LayerTerms:
-    """activations.layer_terms."""
+def _layer_terms(model: ModelSpec, c: dict[str, Any], sb_: dict[str, Any],
+                 moe: bool = False) -> LayerTerms:
+    """activations.layer_terms (with activations.gemm_input_bytes), the stack's
+    fp8_input_bytes and swiglu_saved_ffn from `sb_` (buffers.StackBuffers.pick)."""
     t, e = float(c["tp"]), float(ACT_BYTES[c["precision"]])
+    f = float(sb_["fp8_input_bytes"]) if c["precision"] == FP8 else e
     drop, flash = float(bool(c["dropout"])), bool(c["flash"])
     t_seq = t if c["sp"] else 1.0
     sb = float(c["seq_len"]) * float(c["micro_batch"]) / float(c["cp"])
     esb = e * sb
     h, a, q = model.hidden, model.heads, model.heads * model.d_head
-    replicated = (esb * (4 * h) + drop * (2 * h) * sb) / t_seq
-    q_out = esb * (2 * q) / t
+    fsb = f * sb
+    replicated = (esb * (2 * h) + fsb * (2 * h) + drop * (2 * h) * sb) / t_seq
+    q_out = (esb + fsb) * q / t
+    kv_rep = esb * (2 * q) / t
+    flash_out = (esb if f < e else 0.0) * q / t
     kv_compact = esb * 2 * (model.d_head * max(model.kv_heads / t, 1.0))
     stats = sb * (4.0 * a) / t
     score = sb * float(c["seq_len"]) * a * (e + drop * (e + 1)) / t
-    mlp = esb * _mlp_saved(model, moe) / t
+    mlp = sb * _mlp_saved(model, moe, e, f, float(sb_["swiglu_saved_ffn"])) / t
     act_half = mlp / 2.0 if moe else 0.0 * esb
     if moe:
         mlp = mlp + 4.0 * sb * model.experts
     common = replicated + q_out + mlp
-    none = common + (kv_compact + stats if flash else q_out + score)
+    none = common + (kv_compact + stats + flash_out if flash else kv_rep + score)
     selective = common + kv_compact + flash * stats
     return LayerTerms(none=none, selective=selective, full=esb * h / t_seq,
                       op=(op_bytes(model, esb, t, t_seq, stats, mlp, moe)  # read by op alone
                           if c["recompute"] == R_OP else math.nan),
-                      norm_out=esb * (2 * h) / t_seq, mlp=mlp, act_half=act_half)
+                      norm_out=fsb * (2 * h) / t_seq, mlp=mlp, act_half=act_half)
 
 
 def _stored(acts: LayerTerms, c: dict[str, Any], moe: bool = False) -> float:
@@ -199,20 +210,21 @@ def _transient(acts: LayerTerms, c: dict[str, Any], moe: bool = False) -> float:
             mx(acts.none - acts.op, 0.0))[rc]
 
 
-def _per_layer(model: ModelSpec, c: dict[str, Any]) -> dict[str, float]:
+def _per_layer(model: ModelSpec, c: dict[str, Any], sb_: dict[str, Any]) -> dict[str, float]:
     """memory._per_layer (with buffers.logits_bytes and buffers.moe_token_bytes)."""
-    dense = _layer_terms(model, c)
+    dense = _layer_terms(model, c, sb_)
     out = dict(dense_stored=_stored(dense, c), dense_transient=_transient(dense, c))
     out.update(moe_stored=out["dense_stored"], moe_transient=out["dense_transient"])
     if model.is_moe:
-        moe = _layer_terms(model, c, moe=True)
+        moe = _layer_terms(model, c, sb_, moe=True)
         out.update(moe_stored=_stored(moe, c, True), moe_transient=_transient(moe, c, True))
     t, e = float(c["tp"]), float(ACT_BYTES[c["precision"]])
     t_seq = t if c["sp"] else 1.0
     sb = float(c["seq_len"]) * float(c["micro_batch"]) / float(c["cp"])
-    saved = 2 * model.hidden * e * sb / t_seq + (4.0 * model.vocab) * sb / t
+    compiled = bool(sb_["compiled_loss"])  # saves the e-byte logits, copies nothing
+    saved = 2 * model.hidden * e * sb / t_seq + ((e if compiled else 4.0) * model.vocab) * sb / t
     live = (model.vocab * e) * sb / t
-    out.update(head=saved + live, loss_copy=live * 4.0 / e,
+    out.update(head=saved + live, loss_copy=0.0 if compiled else live * 4.0 / e,
                emb_mask=float(bool(c["dropout"])) * sb * model.hidden / t_seq,
                moe_tokens=sb / t_seq * (model.experts_per_token * model.hidden) * e)
     return out
@@ -248,27 +260,34 @@ def _offload_state(c: dict[str, Any], m: float, *, weights: float, grads: float,
 
 def _state(P: StageParams, c: dict[str, Any], state_b: tuple[float, float, float], m: float,
            sb: dict[str, Any]) -> dict[str, float]:
-    """memory._state."""
+    """memory._state (with buffers.grad_accum_bytes, grad_bucket_bytes and
+    pp_unsharded_grad_bytes)."""
     wb, gb, ob = state_b
     zero, precision, sg = c["zero"], c["precision"], c["shard_group"]
     group = sg if sg > 0 else c["dp"] * c["cp"]
     egroup = max(group / c["ep"], 1.0)
     n_grad, n_opt, n_w = _sharded(P, c, zero >= 2), _sharded(P, c, zero >= 1), \
         _sharded(P, c, zero >= 3)
-    wb = wb - (precision == FP8)
+    fp8 = precision == FP8
+    primary = fp8 and bool(sb["fp8_primary_weights"])
+    wb = 1.0 if primary else wb - fp8
     weights = wb * n_w
     on = precision != FP32 and (sb["main_grad_always"] or m > 1)  # buffers.grad_accum_bytes
     accum_b = max(sb["grad_reduce_bytes"] - gb, 0.0) if on else 0.0
     unit = P.unit - (0.0 if egroup > 1 else P.unit_expert)
     gather = zero >= 3 and group > 1
     layers = min(2.0, P.dense_layers + P.moe_layers)
-    bucket_b = gb + (sb["grad_reduce_bytes"] if sb["reduce_copy"]  # buffers.grad_bucket_bytes
-                     and sb["grad_reduce_bytes"] > gb else 0.0)
-    return dict(**_offload_state(c, m, weights=weights, grads=gb * n_grad, accum=accum_b * n_grad,
+    wider = sb["grad_reduce_bytes"] > gb  # buffers.grad_bucket_bytes, pp_unsharded_grad_bytes
+    bucket_b = gb + (sb["grad_reduce_bytes"] if sb["reduce_copy"] and wider else 0.0)
+    whole = gather and bool(sb["pp_unsharded_step"]) and c["pp"] > 1
+    stage = P.dense + (P.expert if egroup > 1 else 0.0)
+    accum = ((sb["grad_reduce_bytes"] if sb["reduce_copy"] and wider else gb) * stage if whole
+             else accum_b * n_grad)
+    return dict(**_offload_state(c, m, weights=weights, grads=gb * n_grad, accum=accum,
                                  opt=ob * n_opt, opt_grads=gb * n_opt, opt_weights=wb * n_opt),
-                gathered=wb * (layers * unit + P.root) if gather else 0.0,
+                gathered=wb * (stage if whole else layers * unit + P.root) if gather else 0.0,
                 grad_bucket=bucket_b * unit if zero >= 2 and group > 1 else 0.0,
-                fp8_weights=(sb["fp8_weight_bytes"] if precision == FP8 else 0.0) * n_w,
+                fp8_weights=((sb["fp8_weight_bytes"] - primary) if fp8 else 0.0) * n_w,
                 zero3_saving=wb * (P.dense + P.expert) - weights if gather else 0.0)
 
 
@@ -279,44 +298,58 @@ def _stage_dicts(model: ModelSpec, layout: Any, c: dict[str, Any], runtime: floa
     state_b = tuple(float(x) for x in model_state_bytes_per_param(
         c["precision"], c["optimizer"], ada))
     m = float(c["global_batch"]) / (float(c["dp"]) * float(c["micro_batch"]))
-    acts = _per_layer(model, c)
+    sb = {k: getattr(stacks, k)[c["stack"]] for k in stacks.__dataclass_fields__}
+    acts = _per_layer(model, c, sb)
     ft = finetune_of(model)
-    sb = {k: getattr(stacks, k)[c["stack"]] for k in (
-        "grad_reduce_bytes", "main_grad_always", "reduce_copy", "fp8_weight_bytes",
-        "moe_token_buffers", "loss_fp32_copies")}
+    dual = c["schedule"] == S_DUALPIPE
     pp, vpp = float(c["pp"]), float(c["vpp"])
     placed = pipeline_stages(model, float(c["tp"]), pp, float(c["ep"]), vpp,
                              float(c["first_stage_layers"]), float(c["last_stage_layers"]))
+    # the loss's fp32 tensors (saved log-softmax + copies) are one chunk's (buffers.py)
+    head = acts["head"] + ((1.0 + sb["loss_fp32_copies"]) / sb["loss_chunks"] - 1.0) \
+        * acts["loss_copy"]
     out = []
     for P, rank, emb, last in ((placed[0], 0.0, 1.0, pp == 1), (placed[2], pp - 1, 0.0, True),
                                (placed[1], 1.0, 0.0, False)):
         d: dict[str, Any] = _state(P, c, state_b, m, sb)
+        if dual:  # buffers.dualpipe_copies: two stages' model state per rank
+            d.update({k: d[k] * 2.0 for k in bufm._STATE_PARTS})
         dense_on, moe_on = P.dense_layers > 0, P.moe_layers > 0
         stored = P.dense_layers * acts["dense_stored"] + P.moe_layers * acts["moe_stored"]
         transient = mx(acts["dense_transient"] if dense_on else 0.0,
                        acts["moe_transient"] if moe_on else 0.0)
         if ft is not None:  # memory._stage_dicts: finetune.stage_parts, its own formulas
             ft_d, stored, transient = finetune.stage_parts(model, ft, P, layout, state_b,
-                                                           stored, transient, emb == 1.0)
+                                                           stored, transient, emb == 1.0, sb)
             d.update({k: _value(v) for k, v in ft_d.items()})
             stored, transient = float(_value(stored)), float(_value(transient))
         d["moe_tokens"] = (acts["moe_tokens"] if moe_on else 0.0) * sb["moe_token_buffers"]
-        held = pp + (pp - 1 - 2 * rank) / vpp if vpp > 1 else pp - rank
-        held = mx(mn(held, m), 1.0)  # activations.inflight_microbatches
+        if dual:  # buffers.dualpipe_inflight
+            held = mx(mn(pp + 1.0, m), 1.0)
+        else:  # activations.inflight_microbatches
+            held = pp + (pp - 1 - 2 * rank) / vpp if vpp > 1 else pp - rank
+            held = mx(mn(held, m), 1.0)
         kept = held * (stored + emb * acts["emb_mask"])
-        d["logits"] = acts["head"] + sb["loss_fp32_copies"] * acts["loss_copy"] if last else 0.0
+        d["logits"] = head if last else 0.0
         layer = mx(acts["dense_stored"] if dense_on else 0.0,
                    acts["moe_stored"] if moe_on else 0.0)
-        gone = (kept - mn(ACT_OFFLOAD_RESIDENT * layer, kept)  # offloaded_activations
-                if int(c["offload"]) & O_ACTIVATIONS else 0.0)
-        d["activations"] = kept - gone + transient
-        d["offloaded"] = d["offloaded"] + gone
-        d["host_traffic"] = d["host_traffic"] + (2.0 * m * stored if gone > 0 else 0.0)
-        d["allocated"] = sum(d[k] for k in _ALLOCATED)
-        d["allocator_margin"] = fragmentation * d["allocated"]
-        d["runtime_context"] = runtime
-        d["reserved"] = d["allocated"] + d["allocator_margin"]
-        d["overhead"] = d["runtime_context"] + d["allocator_margin"]
-        d["total"] = d["reserved"] + d["runtime_context"]
+        _close(d, c, m, kept, layer, stored, transient, runtime, fragmentation)
         out.append(d)
     return out
+
+
+def _close(d: dict[str, Any], c: dict[str, Any], m: float, kept: float, layer: float,
+           stored: float, transient: float, runtime: float, fragmentation: float) -> None:
+    """memory._stage_dicts' end: activation offload, then the allocator's and the runtime's
+    lines and the totals, into `d`."""
+    gone = (kept - mn(ACT_OFFLOAD_RESIDENT * layer, kept)  # offloaded_activations
+            if int(c["offload"]) & O_ACTIVATIONS else 0.0)
+    d["activations"] = kept - gone + transient
+    d["offloaded"] = d["offloaded"] + gone
+    d["host_traffic"] = d["host_traffic"] + (2.0 * m * stored if gone > 0 else 0.0)
+    d["allocated"] = sum(d[k] for k in _ALLOCATED)
+    d["allocator_margin"] = fragmentation * d["allocated"]
+    d["runtime_context"] = runtime
+    d["reserved"] = d["allocated"] + d["allocator_margin"]
+    d["overhead"] = d["runtime_context"] + d["allocator_margin"]
+    d["total"] = d["reserved"] + d["runtime_context"]
