@@ -15,6 +15,7 @@ import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -240,15 +241,16 @@ def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np
         g = {k: np.concatenate([g[k], v[k]]) for k in g}
         g = _take(g, np.argsort(g["gpus"], kind="stable"))
     clock = _clock(req, cat, p0)
-    g = _timed(req, g, clock, acc.id, tally)
+    g, t = _timed(req, g, clock, acc.id, tally)
     # HSDP copies only where they may be the fastest of their count (variants.hsdp_twins)
     h = variants.candidates(table, counts, (0,), busy=variants.hsdp_twins(g), **kw)
-    g = fastest_per_count(g)
+    g = _described(fastest_per_count(g), t, clock)
     if h["gpus"].size:  # the fastest of each part at each count, then of both
-        h = fastest_per_count(_timed(req, h, clock, acc.id, tally))
+        h, t = _timed(req, h, clock, acc.id, tally)
+        h = _described(fastest_per_count(h), t, clock)
         g = {k: np.concatenate([g[k], h[k]]) for k in g}
         g = fastest_per_count(_take(g, np.argsort(g["gpus"], kind="stable")))
-    for k in ("host_traffic", "row", "dp_exposed", "floor_s"):  # search-internal
+    for k in ("host_traffic", "row", "dp_exposed", "floor_s", "at"):  # search-internal
         g.pop(k)
     return g
 
@@ -276,26 +278,47 @@ def _clock(req: Request, cat: Catalog, plat: Platform) -> _Clock:
 
 
 def _timed(req: Request, g: dict[str, np.ndarray], clock: _Clock, gpu: str,
-           tally: Tally) -> dict[str, np.ndarray]:
-    """The step time of rows g and what the plan keeps of it; rows without a finite step are
-    excluded (NO_LINK), the others counted physically feasible."""
+           tally: Tally) -> tuple[dict[str, np.ndarray], Any]:
+    """The step time of rows g: (the rows with a finite step, with what choosing among them
+    needs, `at` indexing their timing breakdown; the breakdown). Rows without a finite step are
+    excluded (NO_LINK), the others counted physically feasible. `_described` adds the rest of
+    a row's figures to the few rows the search keeps."""
     n = g["gpus"].shape
     g["stack"] = np.full(n, clock.stack)
     t = time_per_step(req.model, replace(_layout(g, req), stack=g["stack"]), clock.hw,
                       clock.eff, g["host_traffic"])
-    for key, value, dtype in (
-            ("tokens_per_s", t.tokens_per_s, float), ("step_s", t.step_s, float),
-            ("mfu", t.mfu, float), ("bottleneck", fz.bottleneck(t), np.intp),
-            ("small_mb", fz.small_micro_batch(
-                overhead_s=t.overhead_s, compute_s=t.compute_s,
-                matmul_efficiency=t.matmul_efficiency, matmul_max=clock.eff.matmul_max), bool),
-            ("guess", clock.eff.guess, bool), ("dp_exposed", t.dp_comm_s, float),
-            ("floor_s", t.compute_s + t.memory_s + t.overhead_s + t.optimizer_s, float),
-            *((k, q, float) for k, q in clock.quantiles)):
-        g[key] = np.broadcast_to(np.asarray(value, dtype=dtype), n).copy()
+    for key, value in (("tokens_per_s", t.tokens_per_s), ("step_s", t.step_s),
+                       ("dp_exposed", t.dp_comm_s),
+                       ("floor_s", t.compute_s + t.memory_s + t.overhead_s + t.optimizer_s)):
+        g[key] = np.broadcast_to(np.asarray(value, dtype=float), n).copy()
+    g["at"] = np.arange(n[0])
     ok = tally.apply(gpu, np.ones(n, dtype=bool), [fz.runs_check(g["step_s"], g["tokens_per_s"])])
     tally.physically_feasible += int(ok.sum())
-    return _take(g, ok)
+    return _take(g, ok), t
+
+
+# the timing breakdown's parts that `_described` reads (bottleneck, small micro-batch, MFU)
+_DESCRIBED = ("mfu", "compute_s", "memory_s", "overhead_s", "optimizer_s", "tp_comm_s",
+              "dp_comm_s", "bubble_s", "pp_comm_s", "cp_comm_s", "ep_comm_s", "offload_s",
+              "matmul_efficiency")
+
+
+def _described(g: dict[str, np.ndarray], t: Any, clock: _Clock) -> dict[str, np.ndarray]:
+    """Rows g of `_timed` with MFU, bottleneck, small micro-batch, the efficiency's guess flag
+    and the interval's factors, read from their breakdown t (row `at`); elementwise, so the
+    same figures as computing them over every timed row."""
+    shape, at = np.shape(t.step_s), g["at"]
+    sub = SimpleNamespace(**{k: np.broadcast_to(np.asarray(getattr(t, k)), shape)[at]
+                             for k in _DESCRIBED})
+    n = at.shape
+    for key, value, dtype in (
+            ("mfu", sub.mfu, float), ("bottleneck", fz.bottleneck(sub), np.intp),
+            ("small_mb", fz.small_micro_batch(
+                overhead_s=sub.overhead_s, compute_s=sub.compute_s,
+                matmul_efficiency=sub.matmul_efficiency, matmul_max=clock.eff.matmul_max), bool),
+            ("guess", clock.eff.guess, bool), *((k, q, float) for k, q in clock.quantiles)):
+        g[key] = np.broadcast_to(np.asarray(value, dtype=dtype), n).copy()
+    return g
 
 
 def _tally_dropped(tally: Tally, gpu: str, table: LayoutTable, counts: np.ndarray,

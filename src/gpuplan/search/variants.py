@@ -106,7 +106,8 @@ def sized(g: dict[str, np.ndarray], memory_bytes: np.ndarray, smallest_gpu_bytes
     extra = variant_rows(g, np.ones(g["gpus"].size, dtype=bool), memory_bytes,
                          smallest_gpu_bytes)
     if extra["gpus"].size:
-        extra = {k: v[layout(extra).valid_mask(model)] for k, v in extra.items()}
+        ok = layout(extra).valid_mask(model)
+        extra = {k: v[ok] for k, v in extra.items()}
     shape = extra["gpus"].shape
     if extra["gpus"].size:
         bd = memory_per_gpu(model, layout(extra), site)
