@@ -121,18 +121,26 @@ _ROW_KEYS = ("gpus", "tp", "pp", "vpp", "cp", "dp", "ep", "zero", "micro_batch",
 
 
 class Tally:
-    """Exclusions counted by feasibility code, overall and per accelerator."""
+    """Exclusions counted by feasibility code, overall and per accelerator; `log` keeps every
+    count in order, so that `replay` adds one tally to another exactly as if counted there."""
 
     def __init__(self) -> None:
         self.total: Counter = Counter()
         self.by_gpu: dict[str, Counter] = {}
         self.physically_feasible = 0
+        self.log: list[tuple[str, str, int]] = []
+
+    def replay(self, other: Tally) -> None:
+        for gpu, code, k in other.log:
+            self.add(gpu, code, k)
+        self.physically_feasible += other.physically_feasible
 
     def drop(self, gpu: str, code: str, mask: np.ndarray) -> None:
         self.add(gpu, code, int(np.count_nonzero(mask)))
 
     def add(self, gpu: str, code: str, k: int) -> None:
         if k:
+            self.log.append((gpu, code, k))
             self.total[code] += k
             self.by_gpu.setdefault(gpu, Counter())[code] += k
 

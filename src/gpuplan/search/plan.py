@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from ..errors import ConfigError
 from ..estimators import cost as costm
 from ..spec import PRECISIONS, RECOMPUTE, ModelSpec
 from ..units import GiB
+from . import cache
 from . import feasibility as fz
 from .evaluate import Site, outcome
 from .explain import OBJECTIVES, finish
@@ -147,6 +149,34 @@ def _price(req: Request, g: dict[str, np.ndarray], price: PriceRow, host_watts: 
     return rows if rows["gpus"].size else None
 
 
+def _evaluated(cat: Catalog, req: Request, planned: list[_Group], axes: Any,
+               all_counts: np.ndarray, progress: Callable[[int, int], None] | None
+               ) -> cache.Entry:
+    """The layout table and each group's fastest rows and tally (`evaluate_group`), from the
+    installed cache (`search.cache`) when it holds this request's shape, else computed (and
+    kept there)."""
+    store = cache.installed()
+    shape = cache.shape_of(req) if store is not None else None
+    if store is not None and shape is not None:
+        hit = store.get(cat, shape)
+        if hit is not None:
+            return hit
+    sizes = [p.accelerator.memory_bytes for g in planned for p in g.plats
+             if p.accelerator is not None]
+    table = layout_table(req, all_counts, axes, min(sizes, default=math.inf))
+    groups: list[Any] = []
+    for i, grp in enumerate(planned):
+        if progress:
+            progress(i, len(planned))
+        part = Tally()
+        groups.append(None if grp.counts.size == 0 else (
+            evaluate_group(req, cat, grp.plats, grp.counts, axes, part, table), part))
+    entry = cache.Entry(catalog=cat, table=table, groups=tuple(groups))
+    if store is not None and shape is not None:
+        store.put(shape, entry)
+    return entry
+
+
 def search(cat: Catalog, req: Request,
            progress: Callable[[int, int], None] | None = None) -> PlanResult:
     """Evaluate every candidate; return ranked plans, the Pareto front and the exclusions."""
@@ -165,18 +195,16 @@ def search(cat: Catalog, req: Request,
         raise ConfigError(f"the search space has {total:,} candidates, above the cap of "
                           f"{SEARCH_CAP:,}; narrow it with --gpu, --max-gpus, --cloud or "
                           f"--acquisition")
-    sizes = [p.accelerator.memory_bytes for g in planned for p in g.plats
-             if p.accelerator is not None]
-    table = layout_table(req, all_counts, axes, min(sizes, default=math.inf))
+    work = _evaluated(cat, req, planned, axes, all_counts, progress)
+    table = work.table
     tally = Tally()
     joined: list[dict[str, np.ndarray]] = []
     meta: list[PriceRow] = []
-    for i, grp in enumerate(planned):
-        if progress:
-            progress(i, len(planned))
-        if grp.counts.size == 0:
+    for grp, done in zip(planned, work.groups, strict=True):
+        if done is None:
             continue
-        g = evaluate_group(req, cat, grp.plats, grp.counts, axes, tally, table)
+        g, part = done
+        tally.replay(part)
         for price, host in zip(grp.prices, grp.host_watts, strict=True):
             rows = _price(req, g, price, host, tally, len(meta)) if g["gpus"].size else None
             if rows is not None:
