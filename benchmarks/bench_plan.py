@@ -13,6 +13,10 @@ Measures, for GPT-3 175B, Llama 3 70B and DeepSeek-V3 over the whole catalog:
 - the whole CLI, end to end, as a user runs it (Python start-up and catalog load included);
 - peak resident memory of that process;
 - `gpuplan --help` wall time.
+`--compare REV` times the search of another git revision too, in the same run (before/after).
+"Work computed" counts the rows that reach arithmetic: layout rows through the memory model
+(once per search, shared by every GPU group), rows through the time model (per GPU group:
+those that fit), rows priced; the other candidates are tallied by counting.
 Targets on a 2-core machine: search <= 0.5 s (issue #11), >= 10 M candidates/s, <= 1 s end to
 end for a 70B model, <= 2 GiB peak, --help <= 0.3 s.
 """
@@ -28,6 +32,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 CASES = {
     "gpt3-175b": ["--model", "gpt3-175b", "--tokens", "300B"],
@@ -95,6 +101,20 @@ def in_process(argv: list[str], repeat: int = 5) -> dict[str, float]:
         axes_seen.append(originals["model_axes"](*a, **k))
         return axes_seen[-1]
 
+    from gpuplan.search import groups
+
+    work = {"timed": 0, "priced": 0}
+
+    def counted(key, fn, size):
+        def wrapper(*a, **k):
+            if not in_outlook[0]:
+                work[key] += size(*a)
+            return fn(*a, **k)
+        return wrapper
+
+    step, price = groups.time_per_step, planmod._price
+    groups.time_per_step = counted("timed", step, lambda m, lay, *r: int(np.size(lay.tp)))
+    planmod._price = counted("priced", price, lambda req, g, *r: int(g["gpus"].size))
     originals["outlook"] = planmod.outlook
     originals["model_axes"] = planmod.model_axes
     for name in ("evaluate_group", "layout_table"):
@@ -112,19 +132,57 @@ def in_process(argv: list[str], repeat: int = 5) -> dict[str, float]:
     finally:
         for name, fn in originals.items():
             setattr(planmod, name, fn)
+        groups.time_per_step, planmod._price = step, price
     # the outlook re-evaluates a few counts through evaluate_group too; count the main grid only
     wall = statistics.median(walls)
     phys = statistics.median(physics_time)
     from gpuplan.search.variants import KINDS
 
     kinds = tables[0].extra["kind"] if tables and tables[0].extra else []
-    return {"axes": axes_seen[0].sizes(), "per_count": axes_seen[0].size,
+    sized = (tables[0].g["gpus"].size + (tables[0].extra["gpus"].size if tables[0].extra else 0)
+             if tables else 0)
+    return {"memory_rows": sized, "timed_rows": work["timed"] // repeat,
+            "priced_rows": work["priced"] // repeat,
+            "axes": axes_seen[0].sizes(), "per_count": axes_seen[0].size,
             "variants": {k: int(sum(1 for x in kinds if x == i)) for i, k in enumerate(KINDS)},
             "search_cpu_s": statistics.median(cpus),
             "evaluated": r.evaluated, "physics_points": r.physics_evaluated,
             "feasible": r.feasible, "fit": r.physically_feasible, "search_s": wall,
             "candidates_per_s": r.evaluated / wall,
             "physics_s": phys, "physics_points_per_s": r.physics_evaluated / phys}
+
+
+def search_times(argv: list[str], repeat: int) -> dict[str, float]:
+    """Median wall and CPU seconds of `plan.search` alone (any revision has it)."""
+    from gpuplan.search import plan as planmod
+
+    cat, req = _request(argv)
+    walls, cpus = [], []
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        planmod.search(cat, req)
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    return {"wall_s": statistics.median(walls), "cpu_s": statistics.median(cpus)}
+
+
+def other_revision(rev: str, repeat: int) -> dict[str, dict[str, float]]:
+    """`search_times` of each case at git revision `rev` (its src/ exported to a temporary
+    folder, timed by this script in a child process)."""
+    import tarfile
+    import tempfile
+
+    root = HERE.parent
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(root), "archive", rev, "src"],
+                                 capture_output=True, check=True).stdout
+        with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
+            tar.extractall(tmp, filter="data")
+        env = {**os.environ, "PYTHONPATH": str(Path(tmp) / "src")}
+        out = subprocess.run([sys.executable, __file__, "--search-times", "--repeat",
+                              str(repeat)], capture_output=True, text=True, check=True,
+                             env=env).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def end_to_end(argv: list[str], repeat: int = 5) -> dict[str, float]:
@@ -211,8 +269,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--llm-analysis", action="store_true")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--compare", metavar="REV",
+                    help="also time the search of git revision REV (e.g. main) in this run")
+    ap.add_argument("--search-times", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    if a.search_times:  # the child of --compare: this source tree's search times, as JSON
+        print(json.dumps({n: search_times(v, a.repeat) for n, v in CASES.items()}))
+        return
+    base = other_revision(a.compare, a.repeat) if a.compare else None
     print(f"gpuplan --help: {help_time():.3f} s (target <= 0.3 s)")
     for name, argv in CASES.items():
         ip = in_process(argv, a.repeat)
@@ -225,10 +290,18 @@ def main() -> None:
         print(f"  values per dimension   {dims}; {ip['per_count']:,} layouts per GPU count")
         var = ", ".join(f"{k} {v:,}" for k, v in ip["variants"].items())
         print(f"  variants (all counts)  {var} (copies of grid rows, search/variants.py)")
+        print(f"  work computed          {ip['memory_rows']:,} layout rows through the memory "
+              f"model, {ip['timed_rows']:,} rows through the time model, "
+              f"{ip['priced_rows']:,} rows priced (the rest of the candidates are excluded by "
+              f"counting, before any arithmetic)")
         print(f"  search wall time       {ip['search_s']:>14.3f} s   "
               f"-> {ip['candidates_per_s'] / 1e6:,.1f} M candidates/s (target >= 10 M/s; "
               f"<= 0.5 s)")
         print(f"  search CPU time        {ip['search_cpu_s']:>14.3f} s")
+        if base:
+            b = base[name]
+            print(f"  same run, {a.compare[:10]:<10s}   {b['wall_s']:>14.3f} s wall, "
+                  f"{b['cpu_s']:.3f} s CPU (that revision's search, this machine, just before)")
         print(f"  physics (memory+time)  {ip['physics_s']:>14.3f} s   "
               f"-> {ip['physics_points_per_s'] / 1e6:,.1f} M hardware x layout points/s")
         print(f"  end to end (CLI)       {e2e['wall_s']:>14.3f} s   (target <= 1 s)")
