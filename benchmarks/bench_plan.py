@@ -67,83 +67,93 @@ def _request(argv: list[str]) -> tuple:
     return seen[0]
 
 
-def in_process(argv: list[str], repeat: int = 5) -> dict[str, float]:
-    from gpuplan.search import plan as planmod
+class _Probe:
+    """Wraps the search's steps while it runs: the physics time (layout table and group
+    evaluations, the outlook's few extra points left out), the layout table and axes seen,
+    and the rows reaching the time model and the pricing."""
 
-    cat, req = _request(argv)
-    physics_time = []
-    originals = {name: getattr(planmod, name) for name in ("evaluate_group", "layout_table")}
+    def __init__(self) -> None:
+        from gpuplan.search import groups
+        from gpuplan.search import plan as planmod
 
-    in_outlook = [False]
-    tables: list = []
+        self.planmod, self.groups = planmod, groups
+        self.physics: list[float] = []
+        self.tables: list = []
+        self.axes: list = []
+        self.work = {"timed": 0, "priced": 0}
+        self.in_outlook = False
+        self.saved = [(planmod, n, getattr(planmod, n)) for n in (
+            "evaluate_group", "layout_table", "outlook", "model_axes", "_price")]
+        self.saved.append((groups, "time_per_step", groups.time_per_step))
 
-    def timed(fn):  # time the physics (layout checks, memory, time over the grid) alone
+    def _timed(self, fn):
         def wrapper(*a, **k):
             t = time.perf_counter()
             out = fn(*a, **k)
-            if not in_outlook[0]:  # the outlook's few extra points are not in the count
-                physics_time[-1] += time.perf_counter() - t
-                if isinstance(out, planmod.LayoutTable):
-                    tables.append(out)
+            if not self.in_outlook:
+                self.physics[-1] += time.perf_counter() - t
+                if isinstance(out, self.planmod.LayoutTable):
+                    self.tables.append(out)
             return out
         return wrapper
 
-    def outlook(*a, **k):
-        in_outlook[0] = True
-        try:
-            return originals["outlook"](*a, **k)
-        finally:
-            in_outlook[0] = False
-
-    axes_seen = []
-
-    def model_axes(*a, **k):
-        axes_seen.append(originals["model_axes"](*a, **k))
-        return axes_seen[-1]
-
-    from gpuplan.search import groups
-
-    work = {"timed": 0, "priced": 0}
-
-    def counted(key, fn, size):
+    def _counted(self, key, fn, size):
         def wrapper(*a, **k):
-            if not in_outlook[0]:
-                work[key] += size(*a)
+            if not self.in_outlook:
+                self.work[key] += size(*a)
             return fn(*a, **k)
         return wrapper
 
-    step, price = groups.time_per_step, planmod._price
-    groups.time_per_step = counted("timed", step, lambda m, lay, *r: int(np.size(lay.tp)))
-    planmod._price = counted("priced", price, lambda req, g, *r: int(g["gpus"].size))
-    originals["outlook"] = planmod.outlook
-    originals["model_axes"] = planmod.model_axes
-    for name in ("evaluate_group", "layout_table"):
-        setattr(planmod, name, timed(originals[name]))
-    planmod.outlook = outlook
-    planmod.model_axes = model_axes
-    walls, cpus = [], []
-    try:
-        for _ in range(repeat):
-            physics_time.append(0.0)
-            t0, c0 = time.perf_counter(), time.process_time()
-            r = planmod.search(cat, req)
-            walls.append(time.perf_counter() - t0)
-            cpus.append(time.process_time() - c0)
-    finally:
-        for name, fn in originals.items():
-            setattr(planmod, name, fn)
-        groups.time_per_step, planmod._price = step, price
-    # the outlook re-evaluates a few counts through evaluate_group too; count the main grid only
-    wall = statistics.median(walls)
-    phys = statistics.median(physics_time)
+    def _outlook(self, fn):
+        def wrapper(*a, **k):
+            self.in_outlook = True
+            try:
+                return fn(*a, **k)
+            finally:
+                self.in_outlook = False
+        return wrapper
+
+    def _axes(self, fn):
+        def wrapper(*a, **k):
+            self.axes.append(fn(*a, **k))
+            return self.axes[-1]
+        return wrapper
+
+    def __enter__(self) -> _Probe:
+        pm, g = self.planmod, self.groups
+        pm.evaluate_group, pm.layout_table = (self._timed(pm.evaluate_group),
+                                              self._timed(pm.layout_table))
+        pm.outlook, pm.model_axes = self._outlook(pm.outlook), self._axes(pm.model_axes)
+        pm._price = self._counted("priced", pm._price, lambda req, rows, *r: rows["gpus"].size)
+        g.time_per_step = self._counted("timed", g.time_per_step,
+                                        lambda m, lay, *r: int(np.size(lay.tp)))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for mod, name, fn in self.saved:
+            setattr(mod, name, fn)
+
+
+def in_process(argv: list[str], repeat: int = 5) -> dict[str, float]:
     from gpuplan.search.variants import KINDS
 
-    kinds = tables[0].extra["kind"] if tables and tables[0].extra else []
-    sized = (tables[0].g["gpus"].size + (tables[0].extra["gpus"].size if tables[0].extra else 0)
-             if tables else 0)
-    return {"memory_rows": sized, "timed_rows": work["timed"] // repeat,
-            "priced_rows": work["priced"] // repeat,
-            "axes": axes_seen[0].sizes(), "per_count": axes_seen[0].size,
+    cat, req = _request(argv)
+    walls, cpus = [], []
+    with _Probe() as probe:
+        for _ in range(repeat):
+            probe.physics.append(0.0)
+            t0, c0 = time.perf_counter(), time.process_time()
+            r = probe.planmod.search(cat, req)
+            walls.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
+    wall, phys = statistics.median(walls), statistics.median(probe.physics)
+    table = probe.tables[0]
+    kinds = table.extra["kind"] if table.extra else []
+    return {"memory_rows": table.g["gpus"].size + (table.extra["gpus"].size if table.extra
+                                                   else 0),
+            "timed_rows": probe.work["timed"] // repeat,
+            "priced_rows": probe.work["priced"] // repeat,
+            "axes": probe.axes[0].sizes(), "per_count": probe.axes[0].size,
             "variants": {k: int(sum(1 for x in kinds if x == i)) for i, k in enumerate(KINDS)},
             "search_cpu_s": statistics.median(cpus),
             "evaluated": r.evaluated, "physics_points": r.physics_evaluated,
@@ -277,10 +287,11 @@ def main() -> None:
     if a.search_times:  # the child of --compare: this source tree's search times, as JSON
         print(json.dumps({n: search_times(v, a.repeat) for n, v in CASES.items()}))
         return
-    base = other_revision(a.compare, a.repeat) if a.compare else None
     print(f"gpuplan --help: {help_time():.3f} s (target <= 0.3 s)")
+    ours = {}
     for name, argv in CASES.items():
         ip = in_process(argv, a.repeat)
+        ours[name] = ip
         e2e = end_to_end(argv, a.repeat)
         print(f"\n{name}: gpuplan plan {' '.join(argv)}")
         print(f"  candidates evaluated   {ip['evaluated']:>14,}  ({ip['physics_points']:,} "
@@ -298,10 +309,6 @@ def main() -> None:
               f"-> {ip['candidates_per_s'] / 1e6:,.1f} M candidates/s (target >= 10 M/s; "
               f"<= 0.5 s)")
         print(f"  search CPU time        {ip['search_cpu_s']:>14.3f} s")
-        if base:
-            b = base[name]
-            print(f"  same run, {a.compare[:10]:<10s}   {b['wall_s']:>14.3f} s wall, "
-                  f"{b['cpu_s']:.3f} s CPU (that revision's search, this machine, just before)")
         print(f"  physics (memory+time)  {ip['physics_s']:>14.3f} s   "
               f"-> {ip['physics_points_per_s'] / 1e6:,.1f} M hardware x layout points/s")
         print(f"  end to end (CLI)       {e2e['wall_s']:>14.3f} s   (target <= 1 s)")
@@ -314,6 +321,14 @@ def main() -> None:
                       f"candidate vs gpuplan {ours * 1e9:,.0f} ns -> "
                       f"{la['per_candidate_s'] / ours:,.0f}x faster ({la['completed']} of "
                       f"{la['n']} llm-analysis calls completed, the rest raised)")
+    if a.compare:  # last: its child process would count in the peak memory above
+        base = other_revision(a.compare, a.repeat)
+        print(f"\nsearch, this tree vs {a.compare} (same run, medians of {a.repeat}):")
+        for name, ip in ours.items():
+            b = base[name]
+            print(f"  {name:12s} wall {ip['search_s']:6.3f} s vs {b['wall_s']:6.3f} s;  "
+                  f"CPU {ip['search_cpu_s']:6.3f} s vs {b['cpu_s']:6.3f} s "
+                  f"({ip['search_cpu_s'] / b['cpu_s']:.2f}x)")
 
 
 if __name__ == "__main__":
