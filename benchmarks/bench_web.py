@@ -14,7 +14,8 @@ runs (each worker process keeps the request-independent part of a plan -- the la
 each GPU group's fastest layouts, `search/cache.py` -- for later plans of the same shape; the
 pricing, constraints, ranking and JSON of every request are computed). Plans whose shape the
 worker had not seen (cold: header X-Gpuplan-Search-Cache: miss) and those it had (warm: hit)
-are reported separately. `--threads` serves from one process with a thread pool (the server
+are reported separately, with the CPU time the server spent on each (its Server-Timing
+header: what the computation costs, whatever else runs on the machine). `--threads` serves from one process with a thread pool (the server
 before worker processes); `--workers` sets the pool size (default: one per core).
 """
 
@@ -92,8 +93,9 @@ def start(port: int, workers: int | None, threads: bool, cache: bool = True
     raise SystemExit("server did not start")
 
 
-def worker(port: int, path: str, bodies: list[bytes]) -> list[tuple[float, str]]:
-    """(latency, search-cache header) of each body, sent one after another on one connection."""
+def worker(port: int, path: str, bodies: list[bytes]) -> list[tuple[float, str, float]]:
+    """(latency, search-cache header, the server's CPU seconds for it) of each body, sent one
+    after another on one connection."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     out = []
     for body in bodies:
@@ -107,22 +109,28 @@ def worker(port: int, path: str, bodies: list[bytes]) -> list[tuple[float, str]]
         elif resp.status != 200:
             raise SystemExit(f"{path}: HTTP {resp.status} for {body.decode()}: "
                              f"{data.decode()[:300]}")
-        out.append((time.perf_counter() - t0, state))
+        timing = resp.getheader("Server-Timing") or "cpu;dur=nan"
+        out.append((time.perf_counter() - t0, state, float(timing.split("dur=")[1]) / 1e3))
     conn.close()
     return out
 
 
-def _line(label: str, lat: list[float], wall: float | None = None) -> str:
-    lat = sorted(lat)
-    if not lat:
-        return f"  {label:26s}      0 requests"
-    p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1e3  # noqa: E731
+def _q(values: list[float], q: float) -> float:
+    v = sorted(values)
+    return v[min(len(v) - 1, int(q * len(v)))] * 1e3
+
+
+def _line(label: str, done: list[tuple[float, str, float]], wall: float | None = None) -> str:
+    lat, cpu = [t for t, _, _ in done], [c for _, _, c in done if c == c]  # c != c: no header
     rate = f"{len(lat) / wall:8.1f} req/s" if wall else " " * 14
-    return (f"  {label:26s} {len(lat):6d} requests  {rate}  p50 {p(0.50):7.1f} ms  "
-            f"p99 {p(0.99):7.1f} ms  max {lat[-1] * 1e3:7.1f} ms")
+    line = (f"  {label:34s} {len(lat):5d} requests  {rate}  latency p50 {_q(lat, .5):7.1f} ms "
+            f"p99 {_q(lat, .99):7.1f} ms")
+    return line + (f"; server CPU p50 {_q(cpu, .5):6.1f} ms p99 {_q(cpu, .99):6.1f} ms"
+                   if cpu else "")
 
 
-def run(port: int, path: str, bodies: list[dict], concurrency: int) -> list[tuple[float, str]]:
+def run(port: int, path: str, bodies: list[dict], concurrency: int
+        ) -> list[tuple[float, str, float]]:
     """Send `bodies` with `concurrency` clients (client i sends bodies i, i+c, ...); print
     requests/s, p50 and p99, and split plans by the search-cache header."""
     raw = [json.dumps(b).encode() for b in bodies]
@@ -131,10 +139,10 @@ def run(port: int, path: str, bodies: list[dict], concurrency: int) -> list[tupl
         done = [x for f in [pool.submit(worker, port, path, raw[i::concurrency])
                             for i in range(concurrency)] for x in f.result()]
     wall = time.perf_counter() - t0
-    print(_line(f"{path} all", [t for t, _ in done], wall))
+    print(_line(f"{path} all", done, wall))
     for state, label in (("miss", "cold (shape not cached)"), ("hit", "warm (shape cached)"),
                          ("over the time limit", "over the server's limit")):
-        part = [t for t, s in done if s == state]
+        part = [d for d in done if d[1] == state]
         if part:
             print(_line(f"{path} {label}", part))
     return done

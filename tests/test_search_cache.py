@@ -157,3 +157,29 @@ def test_row_figures_of_kept_rows_equal_those_of_every_row():
     for key in ("mfu", "bottleneck", "small_mb", "guess", "q10", "q90", "q_rank"):
         assert np.array_equal(kept[key], every[key][at]), key
     assert kept["bottleneck"].max() < len(fz.BOTTLENECKS)
+
+
+def test_web_answers_say_cache_and_cpu(store):
+    """With a search cache in the serving process, a plan's answer says whether its shape was
+    cached (X-Gpuplan-Search-Cache) and every answer gives the server's CPU time
+    (Server-Timing); the cached answer equals the computed one."""
+    from starlette.testclient import TestClient
+
+    from gpuplan.web.app import create_app
+
+    client = TestClient(create_app(), raise_server_exceptions=False)
+    body = {"model": "llama3-8b", "gpu": ["h100-sxm"], "max_gpus": 64, "tokens": "1T"}
+    first = client.post("/api/plan", json=body)
+    second = client.post("/api/plan", json={**body, "tokens": "2T", "deadline_days": 60})
+    third = client.post("/api/plan", json=body)
+    assert [r.headers.get("x-gpuplan-search-cache") for r in (first, second, third)] == [
+        "miss", "hit", "hit"]
+    a, b = first.json(), third.json()
+    a.pop("elapsed_s"), b.pop("elapsed_s")  # the search's own wall time
+    assert a == b
+    est = client.post("/api/estimate", json={"model": "llama3-8b", "gpu": "h100-sxm",
+                                             "gpus": 8})
+    assert "x-gpuplan-search-cache" not in est.headers
+    for r in (first, second, est):
+        assert r.status_code == 200
+        assert float(r.headers["server-timing"].split("dur=")[1]) > 0

@@ -9,7 +9,7 @@ and ranked anew; each worker keeps the request-independent part of its plans (th
 and each GPU group's fastest layouts, `search.cache`) for later plans of the same request shape
 (model, sequence, batch, filters, site...) with other tokens, deadline, budget or objective.
 GPUPLAN_SEARCH_CACHE=0 turns that off (the benchmark's baseline); the outcome of each call says
-whether its plan search found its shape there (`cache_state`).
+whether its plan search found its shape there (`cache_state`) and the CPU time it took.
 
 `call(fn, *args)` runs in a worker and returns a picklable outcome instead of raising, so a
 `RequestError` (status and the CLI's line) or a bug's class name crosses the process boundary
@@ -28,7 +28,8 @@ from typing import Any
 
 from .adapter import RequestError
 
-Outcome = tuple[Any, ...]  # ("ok", value, cache) | ("error", status, message) | ("bug", class name)
+# ("ok", value, cache state, CPU seconds) | ("error", status, message) | ("bug", class name)
+Outcome = tuple[Any, ...]
 CACHE_BYTES = 256 << 20  # per worker process (`search.cache.SearchCache`)
 
 
@@ -88,8 +89,9 @@ def call(fn: Any, *args: Any) -> Outcome:
     """`fn(*args)` as an outcome tuple (see the module docstring); never raises."""
     cache_state()  # forget an earlier call's
     try:
+        c0 = time.thread_time()  # this thread's CPU: the computation alone, whatever the load
         value = fn(*args)
-        return ("ok", value, cache_state())
+        return ("ok", value, cache_state(), time.thread_time() - c0)
     except RequestError as err:
         return ("error", err.status, err.message)
     except Exception as err:  # a bug: its class name only, no traceback leaves the server
