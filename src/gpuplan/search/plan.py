@@ -149,6 +149,48 @@ def _price(req: Request, g: dict[str, np.ndarray], price: PriceRow, host_watts: 
     return rows if rows["gpus"].size else None
 
 
+def _priced(req: Request, g: dict[str, np.ndarray], prices: list[PriceRow],
+            host_watts: list[float], tally: Tally, first_meta: int
+            ) -> tuple[dict[str, np.ndarray] | None, list[PriceRow]]:
+    """Rows g of one group priced every way of `prices` in one `outcome` call: the rows of
+    each price row in turn (as `_price` makes them one price row at a time, with the same
+    exclusions counted in the same order), and the price rows that kept a row, whose `meta`
+    ids run from `first_meta`."""
+    k = len(prices)
+    acc = prices[0].platform.accelerator
+    assert acc is not None
+    cap = np.array([p.platform.max_gpus or np.inf for p in prices], dtype=float)
+    offered = ~(g["gpus"][None, :] > cap[:, None])  # fz.offer_check of each price row
+    at, i = np.nonzero(offered)  # price-major, rows in order within each
+    per_price = np.array([(p.platform.gpus_per_node, costm.mode_code(p.mode),
+                           p.usd_per_gpu_hour, h, p.capex_per_gpu)
+                          for p, h in zip(prices, host_watts, strict=True)], dtype=float).T
+    gpn, mode, usd, host, capex = (v[at] for v in per_price)
+    rows = {key: v[i] for key, v in g.items()}
+    o = outcome(tokens=req.tokens, tokens_per_s=rows["tokens_per_s"], gpus=rows["gpus"],
+                gpus_per_node=gpn, params=req.model.total_params(), mode=mode.astype(int),
+                usd_per_gpu_hour=usd, tdp_watts=acc.tdp_watts, host_watts_per_gpu=host,
+                site=req.site)
+    shape = i.shape
+    for key in ("days", "cost_usd", "energy_kwh", "goodput", "useful_days", "gpu_hours",
+                "co2e_kg"):
+        rows[key] = np.broadcast_to(np.asarray(getattr(o, key), dtype=float), shape).copy()
+    rows["capex_usd"] = rows["gpus"] * capex
+    rows["rank_days"] = rows["days"] * rows["q_rank"]
+    rows["rank_cost_usd"] = rows["cost_usd"] * rows["q_rank"]
+    ends = np.isfinite(rows["days"])  # fz.goodput_check
+    no_offer = np.bincount(np.nonzero(~offered)[0], minlength=k)
+    no_end = np.bincount(at[~ends], minlength=k)
+    kept = np.bincount(at[ends], minlength=k)
+    for j in range(k):  # tallied as one price row at a time
+        tally.add(acc.id, fz.OFFER_CAP, int(no_offer[j]))
+        tally.add(acc.id, fz.NO_GOODPUT, int(no_end[j]))
+    ids = first_meta + np.cumsum(kept > 0) - 1
+    rows["meta"] = ids[at]
+    rows = _take(rows, ends)
+    return (rows if ends.any() else None), [p for p, m in zip(prices, kept, strict=True) if m]
+
+
 def _evaluated(cat: Catalog, req: Request, planned: list[_Group], axes: Any,
                all_counts: np.ndarray, progress: Callable[[int, int], None] | None
                ) -> cache.Entry:
@@ -205,10 +247,10 @@ def search(cat: Catalog, req: Request,
             continue
         g, part = done
         tally.replay(part)
-        for price, host in zip(grp.prices, grp.host_watts, strict=True):
-            rows = _price(req, g, price, host, tally, len(meta)) if g["gpus"].size else None
+        if g["gpus"].size and grp.prices:
+            rows, used = _priced(req, g, grp.prices, grp.host_watts, tally, len(meta))
             if rows is not None:
-                meta.append(price)
+                meta += used
                 joined.append(rows)
     if progress:
         progress(len(planned), len(planned))
