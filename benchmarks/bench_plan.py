@@ -83,7 +83,7 @@ class _Probe:
         self.work = {"timed": 0, "priced": 0}
         self.in_outlook = False
         self.saved = [(planmod, n, getattr(planmod, n)) for n in (
-            "evaluate_group", "layout_table", "outlook", "model_axes", "_price")]
+            "evaluate_group", "layout_table", "outlook", "model_axes", "_priced")]
         self.saved.append((groups, "time_per_step", groups.time_per_step))
 
     def _timed(self, fn):
@@ -124,7 +124,8 @@ class _Probe:
         pm.evaluate_group, pm.layout_table = (self._timed(pm.evaluate_group),
                                               self._timed(pm.layout_table))
         pm.outlook, pm.model_axes = self._outlook(pm.outlook), self._axes(pm.model_axes)
-        pm._price = self._counted("priced", pm._price, lambda req, rows, *r: rows["gpus"].size)
+        pm._priced = self._counted("priced", pm._priced,
+                                   lambda req, rows, prices, *r: rows["gpus"].size * len(prices))
         g.time_per_step = self._counted("timed", g.time_per_step,
                                         lambda m, lay, *r: int(np.size(lay.tp)))
         return self
