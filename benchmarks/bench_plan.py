@@ -13,6 +13,10 @@ Measures, for GPT-3 175B, Llama 3 70B and DeepSeek-V3 over the whole catalog:
 - the whole CLI, end to end, as a user runs it (Python start-up and catalog load included);
 - peak resident memory of that process;
 - `gpuplan --help` wall time.
+`--compare REV` times the search of another git revision too, in the same run (before/after).
+"Work computed" counts the rows that reach arithmetic: layout rows through the memory model
+(once per search, shared by every GPU group), rows through the time model (per GPU group:
+those that fit), rows priced; the other candidates are tallied by counting.
 Targets on a 2-core machine: search <= 0.5 s (issue #11), >= 10 M candidates/s, <= 1 s end to
 end for a 70B model, <= 2 GiB peak, --help <= 0.3 s.
 """
@@ -28,6 +32,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 CASES = {
     "gpt3-175b": ["--model", "gpt3-175b", "--tokens", "300B"],
@@ -61,70 +67,133 @@ def _request(argv: list[str]) -> tuple:
     return seen[0]
 
 
-def in_process(argv: list[str], repeat: int = 5) -> dict[str, float]:
-    from gpuplan.search import plan as planmod
+class _Probe:
+    """Wraps the search's steps while it runs: the physics time (layout table and group
+    evaluations, the outlook's few extra points left out), the layout table and axes seen,
+    and the rows reaching the time model and the pricing."""
 
-    cat, req = _request(argv)
-    physics_time = []
-    originals = {name: getattr(planmod, name) for name in ("evaluate_group", "layout_table")}
+    def __init__(self) -> None:
+        from gpuplan.search import groups
+        from gpuplan.search import plan as planmod
 
-    in_outlook = [False]
-    tables: list = []
+        self.planmod, self.groups = planmod, groups
+        self.physics: list[float] = []
+        self.tables: list = []
+        self.axes: list = []
+        self.work = {"timed": 0, "priced": 0}
+        self.in_outlook = False
+        self.saved = [(planmod, n, getattr(planmod, n)) for n in (
+            "evaluate_group", "layout_table", "outlook", "model_axes", "_priced")]
+        self.saved.append((groups, "time_per_step", groups.time_per_step))
 
-    def timed(fn):  # time the physics (layout checks, memory, time over the grid) alone
+    def _timed(self, fn):
         def wrapper(*a, **k):
             t = time.perf_counter()
             out = fn(*a, **k)
-            if not in_outlook[0]:  # the outlook's few extra points are not in the count
-                physics_time[-1] += time.perf_counter() - t
-                if isinstance(out, planmod.LayoutTable):
-                    tables.append(out)
+            if not self.in_outlook:
+                self.physics[-1] += time.perf_counter() - t
+                if isinstance(out, self.planmod.LayoutTable):
+                    self.tables.append(out)
             return out
         return wrapper
 
-    def outlook(*a, **k):
-        in_outlook[0] = True
-        try:
-            return originals["outlook"](*a, **k)
-        finally:
-            in_outlook[0] = False
+    def _counted(self, key, fn, size):
+        def wrapper(*a, **k):
+            if not self.in_outlook:
+                self.work[key] += size(*a)
+            return fn(*a, **k)
+        return wrapper
 
-    axes_seen = []
+    def _outlook(self, fn):
+        def wrapper(*a, **k):
+            self.in_outlook = True
+            try:
+                return fn(*a, **k)
+            finally:
+                self.in_outlook = False
+        return wrapper
 
-    def model_axes(*a, **k):
-        axes_seen.append(originals["model_axes"](*a, **k))
-        return axes_seen[-1]
+    def _axes(self, fn):
+        def wrapper(*a, **k):
+            self.axes.append(fn(*a, **k))
+            return self.axes[-1]
+        return wrapper
 
-    originals["outlook"] = planmod.outlook
-    originals["model_axes"] = planmod.model_axes
-    for name in ("evaluate_group", "layout_table"):
-        setattr(planmod, name, timed(originals[name]))
-    planmod.outlook = outlook
-    planmod.model_axes = model_axes
-    walls, cpus = [], []
-    try:
-        for _ in range(repeat):
-            physics_time.append(0.0)
-            t0, c0 = time.perf_counter(), time.process_time()
-            r = planmod.search(cat, req)
-            walls.append(time.perf_counter() - t0)
-            cpus.append(time.process_time() - c0)
-    finally:
-        for name, fn in originals.items():
-            setattr(planmod, name, fn)
-    # the outlook re-evaluates a few counts through evaluate_group too; count the main grid only
-    wall = statistics.median(walls)
-    phys = statistics.median(physics_time)
+    def __enter__(self) -> _Probe:
+        pm, g = self.planmod, self.groups
+        pm.evaluate_group, pm.layout_table = (self._timed(pm.evaluate_group),
+                                              self._timed(pm.layout_table))
+        pm.outlook, pm.model_axes = self._outlook(pm.outlook), self._axes(pm.model_axes)
+        pm._priced = self._counted("priced", pm._priced,
+                                   lambda req, rows, prices, *r: rows["gpus"].size * len(prices))
+        g.time_per_step = self._counted("timed", g.time_per_step,
+                                        lambda m, lay, *r: int(np.size(lay.tp)))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for mod, name, fn in self.saved:
+            setattr(mod, name, fn)
+
+
+def in_process(argv: list[str], repeat: int = 5) -> dict[str, float]:
     from gpuplan.search.variants import KINDS
 
-    kinds = tables[0].extra["kind"] if tables and tables[0].extra else []
-    return {"axes": axes_seen[0].sizes(), "per_count": axes_seen[0].size,
+    cat, req = _request(argv)
+    walls, cpus = [], []
+    with _Probe() as probe:
+        for _ in range(repeat):
+            probe.physics.append(0.0)
+            t0, c0 = time.perf_counter(), time.process_time()
+            r = probe.planmod.search(cat, req)
+            walls.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
+    wall, phys = statistics.median(walls), statistics.median(probe.physics)
+    table = probe.tables[0]
+    kinds = table.extra["kind"] if table.extra else []
+    return {"memory_rows": table.g["gpus"].size + (table.extra["gpus"].size if table.extra
+                                                   else 0),
+            "timed_rows": probe.work["timed"] // repeat,
+            "priced_rows": probe.work["priced"] // repeat,
+            "axes": probe.axes[0].sizes(), "per_count": probe.axes[0].size,
             "variants": {k: int(sum(1 for x in kinds if x == i)) for i, k in enumerate(KINDS)},
             "search_cpu_s": statistics.median(cpus),
             "evaluated": r.evaluated, "physics_points": r.physics_evaluated,
             "feasible": r.feasible, "fit": r.physically_feasible, "search_s": wall,
             "candidates_per_s": r.evaluated / wall,
             "physics_s": phys, "physics_points_per_s": r.physics_evaluated / phys}
+
+
+def search_times(argv: list[str], repeat: int) -> dict[str, float]:
+    """Median wall and CPU seconds of `plan.search` alone (any revision has it)."""
+    from gpuplan.search import plan as planmod
+
+    cat, req = _request(argv)
+    walls, cpus = [], []
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        planmod.search(cat, req)
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    return {"wall_s": statistics.median(walls), "cpu_s": statistics.median(cpus)}
+
+
+def other_revision(rev: str, repeat: int) -> dict[str, dict[str, float]]:
+    """`search_times` of each case at git revision `rev` (its src/ exported to a temporary
+    folder, timed by this script in a child process)."""
+    import tarfile
+    import tempfile
+
+    root = HERE.parent
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(root), "archive", rev, "src"],
+                                 capture_output=True, check=True).stdout
+        with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
+            tar.extractall(tmp, filter="data")
+        env = {**os.environ, "PYTHONPATH": str(Path(tmp) / "src")}
+        out = subprocess.run([sys.executable, __file__, "--search-times", "--repeat",
+                              str(repeat)], capture_output=True, text=True, check=True,
+                             env=env).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def end_to_end(argv: list[str], repeat: int = 5) -> dict[str, float]:
@@ -211,11 +280,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--llm-analysis", action="store_true")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--compare", metavar="REV",
+                    help="also time the search of git revision REV (e.g. main) in this run")
+    ap.add_argument("--search-times", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    if a.search_times:  # the child of --compare: this source tree's search times, as JSON
+        print(json.dumps({n: search_times(v, a.repeat) for n, v in CASES.items()}))
+        return
     print(f"gpuplan --help: {help_time():.3f} s (target <= 0.3 s)")
+    ours = {}
     for name, argv in CASES.items():
         ip = in_process(argv, a.repeat)
+        ours[name] = ip
         e2e = end_to_end(argv, a.repeat)
         print(f"\n{name}: gpuplan plan {' '.join(argv)}")
         print(f"  candidates evaluated   {ip['evaluated']:>14,}  ({ip['physics_points']:,} "
@@ -225,6 +302,10 @@ def main() -> None:
         print(f"  values per dimension   {dims}; {ip['per_count']:,} layouts per GPU count")
         var = ", ".join(f"{k} {v:,}" for k, v in ip["variants"].items())
         print(f"  variants (all counts)  {var} (copies of grid rows, search/variants.py)")
+        print(f"  work computed          {ip['memory_rows']:,} layout rows through the memory "
+              f"model, {ip['timed_rows']:,} rows through the time model, "
+              f"{ip['priced_rows']:,} rows priced (the rest of the candidates are excluded by "
+              f"counting, before any arithmetic)")
         print(f"  search wall time       {ip['search_s']:>14.3f} s   "
               f"-> {ip['candidates_per_s'] / 1e6:,.1f} M candidates/s (target >= 10 M/s; "
               f"<= 0.5 s)")
@@ -241,6 +322,14 @@ def main() -> None:
                       f"candidate vs gpuplan {ours * 1e9:,.0f} ns -> "
                       f"{la['per_candidate_s'] / ours:,.0f}x faster ({la['completed']} of "
                       f"{la['n']} llm-analysis calls completed, the rest raised)")
+    if a.compare:  # last: its child process would count in the peak memory above
+        base = other_revision(a.compare, a.repeat)
+        print(f"\nsearch, this tree vs {a.compare} (same run, medians of {a.repeat}):")
+        for name, ip in ours.items():
+            b = base[name]
+            print(f"  {name:12s} wall {ip['search_s']:6.3f} s vs {b['wall_s']:6.3f} s;  "
+                  f"CPU {ip['search_cpu_s']:6.3f} s vs {b['cpu_s']:6.3f} s "
+                  f"({ip['search_cpu_s'] / b['cpu_s']:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """`gpuplan plan`: every accelerator x GPU count x layout x pricing option, evaluated at once (L4).
 
 Steps: (1) the platforms that pass the user's filters, grouped by identical physics; (2) per
-group, the cartesian grid of counts and layouts as flat arrays, masked by the rules of
+group (`groups`), the cartesian grid of counts and layouts as flat arrays, masked by the rules of
 `feasibility` (structure, hardware, memory, a finite step) -- physics evaluated once per group;
 (3) every feasible physics row joined with every pricing row of every platform of its group
 (cost is cheap); (4) constraints, ranking, Pareto front and the structured explanations
@@ -12,7 +12,6 @@ CPU offload copies of its rows (`variants`) are candidates too, checked and tall
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -22,18 +21,25 @@ import numpy as np
 from ..catalog import Catalog
 from ..errors import ConfigError
 from ..estimators import cost as costm
-from ..estimators import memory
-from ..spec import PRECISIONS, RECOMPUTE, STACKS, Layout, ModelSpec
+from ..spec import PRECISIONS, RECOMPUTE, ModelSpec
 from ..units import GiB
+from . import cache
 from . import feasibility as fz
-from . import variants
-from .evaluate import Site, outcome, time_per_step
+from .evaluate import Site, outcome
 from .explain import OBJECTIVES, finish
-from .grid import Axes, gpu_counts, model_axes, product
-from .hardware import best_stack, efficiency_for, hardware_table
-from .intervals import at_confidence, interval
+from .grid import gpu_counts, model_axes
+from .groups import (  # noqa: F401  (re-exported: tests and benchmarks reach them here)
+    LayoutTable,
+    Tally,
+    _clock,
+    _layout,
+    _take,
+    evaluate_group,
+    fastest_per_count,
+    layout_table,
+)
 from .platforms import Filters, Platform, PriceRow, group_by_physics, select_platforms
-from .results import Excluded, PlanResult, PlanRow, SizeResult
+from .results import PlanResult, PlanRow, SizeResult
 from .single import host_watts_per_gpu, price_rows
 
 DEFAULT_MAX_GPUS = 16384
@@ -86,248 +92,6 @@ class Request:
                               f"{MAX_GPUS_CAP:,} GPUs the search enumerates; lower it")
         if self.top < 1:
             raise ConfigError("--top must be at least 1")
-
-
-def _layout(g: dict[str, np.ndarray], req: Request) -> Layout:
-    return Layout(tp=g["tp"], pp=g["pp"], dp=g["dp"], cp=g["cp"], ep=g["ep"], vpp=g["vpp"],
-                  zero=g["zero"], micro_batch=g["micro_batch"], global_batch=req.global_batch,
-                  seq_len=req.seq_len, recompute=g["recompute"], precision=g["precision"],
-                  shard_group=_field(g, "shard_group"), offload=_field(g, "offload"))
-
-
-def _field(g: dict[str, np.ndarray], key: str) -> np.ndarray | int:
-    """A variant field of rows g, 0 when no row sets it (the estimators' scalar path)."""
-    v = g.get(key)
-    return v if v is not None and v.any() else 0
-
-
-def _take(g: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
-    return {k: v[mask] for k, v in g.items()}
-
-
-@dataclass
-class LayoutTable:
-    """Every layout of every GPU count, evaluated once for all platforms: the structural checks
-    and the memory per GPU depend on the layout alone (not on which GPU runs it), so a group
-    of platforms only compares memory with its capacity and adds its own masks. Only the rows
-    that can run are kept (`g`, count-major); the others are counted per GPU count, TP degree
-    and reason (`dropped`), so each group tallies them exactly without touching them."""
-
-    g: dict[str, np.ndarray]  # runnable rows, count-major: block i holds those of counts[i]
-    starts: np.ndarray  # rows of block i: g[...][starts[i]:starts[i + 1]]
-    position: dict[int, int]  # GPU count -> block number
-    tp_values: np.ndarray  # the TP axis, indexing dropped's second dimension
-    dropped: np.ndarray  # (blocks, tp values, 3): rows not divisible / not valid / no interleave
-    memory_bytes: np.ndarray  # per GPU, per runnable row
-    # HSDP, op-recompute and offload copies of runnable rows (`variants.sized`): their fields,
-    # twin (a row of g) and kind, memory_bytes, offloaded, host_traffic; sorted by kind, count
-    extra: dict[str, np.ndarray] = field(default_factory=dict)
-
-    def variant_count(self, counts: np.ndarray) -> int:
-        """The variant candidates of these GPU counts (all kinds)."""
-        return int(np.isin(self.extra["gpus"], counts).sum()) if self.extra else 0
-
-    def blocks(self, counts: np.ndarray) -> list[int]:
-        return [self.position[int(c)] for c in counts]
-
-    def rows(self, counts: np.ndarray) -> np.ndarray | slice:
-        """The runnable rows of these GPU counts: a slice (a view, no copy) when their blocks
-        are consecutive, as they are for one node size's power-of-two counts."""
-        blocks = self.blocks(counts)
-        if not blocks:
-            return slice(0, 0)
-        if blocks == list(range(blocks[0], blocks[0] + len(blocks))):
-            return slice(int(self.starts[blocks[0]]), int(self.starts[blocks[-1] + 1]))
-        return np.concatenate([np.arange(self.starts[b], self.starts[b + 1]) for b in blocks])
-
-
-def layout_table(req: Request, counts: np.ndarray, axes: Axes,
-                 smallest_gpu_bytes: float = math.inf) -> LayoutTable:
-    """The runnable layouts of every GPU count (one loop step per count, arrays within), and
-    their variants (`variants.sized`; op recompute and offload only of rows that do not fit
-    in `smallest_gpu_bytes`, the smallest GPU memory of the search)."""
-    counts = np.unique(np.asarray(counts, dtype=np.int64))
-    tp_values = np.asarray(axes.tp, dtype=np.int64)
-    dropped = np.zeros((len(counts), tp_values.size, 3), dtype=np.int64)
-    parts: list[dict[str, np.ndarray]] = []
-    for i, c in enumerate(counts):
-        g, dropped[i, :, 0] = product(int(c), axes)  # tp*pp*cp divides the count
-        valid = _layout(g, req).valid_mask(req.model)
-        # Megatron-LM's interleaved schedule runs micro-batches per step in groups of pp
-        interleaves = (g["vpp"] == 1) | (req.global_batch % (g["dp"] * g["micro_batch"]
-                                                            * g["pp"]) == 0)
-        tp_at = np.searchsorted(tp_values, g["tp"])
-        dropped[i, :, 1] = np.bincount(tp_at[~valid], minlength=tp_values.size)
-        dropped[i, :, 2] = np.bincount(tp_at[valid & ~interleaves], minlength=tp_values.size)
-        parts.append(_take(g, valid & interleaves))
-    g = ({k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts
-         else {k: np.zeros(0, dtype=np.int64) for k in _ROW_KEYS})
-    mem = np.full(g["gpus"].size, np.nan)
-    if g["gpus"].size:
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            mem = np.asarray(memory.most_loaded_total(
-                req.model, _layout(g, req), runtime_overhead_bytes=req.site.runtime_overhead_bytes,
-                fragmentation=req.site.fragmentation, stacks=req.site.stack_buffers),
-                dtype=float)
-    starts = np.concatenate(([0], np.cumsum([p["gpus"].size for p in parts], dtype=np.int64)))
-    extra = variants.sized(g, mem, smallest_gpu_bytes, lambda x: _layout(x, req), req.model,
-                           req.site)
-    g.update(variants.defaults(g["gpus"].size))
-    return LayoutTable(g=g, starts=starts, position={int(c): i for i, c in enumerate(counts)},
-                       tp_values=tp_values, dropped=dropped, memory_bytes=mem, extra=extra)
-
-
-_ROW_KEYS = ("gpus", "tp", "pp", "vpp", "cp", "dp", "ep", "zero", "micro_batch", "recompute",
-             "precision")
-
-
-class Tally:
-    """Exclusions counted by feasibility code, overall and per accelerator."""
-
-    def __init__(self) -> None:
-        self.total: Counter = Counter()
-        self.by_gpu: dict[str, Counter] = {}
-        self.physically_feasible = 0
-
-    def drop(self, gpu: str, code: str, mask: np.ndarray) -> None:
-        self.add(gpu, code, int(np.count_nonzero(mask)))
-
-    def add(self, gpu: str, code: str, k: int) -> None:
-        if k:
-            self.total[code] += k
-            self.by_gpu.setdefault(gpu, Counter())[code] += k
-
-    def apply(self, gpu: str, keep: np.ndarray, checks: list[fz.Check]) -> np.ndarray:
-        """Drop the kept rows each check rejects, in order (a row counts under its first)."""
-        for c in checks:
-            bad = keep & c.bad
-            self.drop(gpu, c.code, bad)
-            keep = keep & ~bad
-        return keep
-
-    def excluded(self) -> tuple[Excluded, ...]:
-        return tuple(Excluded(reason=k, count=v)
-                     for k, v in sorted(self.total.items(), key=lambda kv: fz.ORDER.index(kv[0]))
-                     if v)
-
-
-def evaluate_group(req: Request, cat: Catalog, plats: list[Platform], counts: np.ndarray,
-                   axes: Axes, tally: Tally, table: LayoutTable | None = None
-                   ) -> dict[str, np.ndarray]:
-    """Physics of one group over its grid and the grid's variants; returns the fastest
-    feasible row of each GPU count (and tallies every exclusion)."""
-    p0 = plats[0]
-    acc = p0.accelerator
-    assert acc is not None
-    if table is None:
-        table = layout_table(req, counts, axes, acc.memory_bytes)
-    _tally_dropped(tally, acc.id, table, counts, p0.scale_up_domain)
-    idx = table.rows(counts)
-    tp, prec, gpus = (table.g[k][idx] for k in ("tp", "precision", "gpus"))
-    keep = tally.apply(acc.id, np.ones(tp.shape, dtype=bool), [
-        *fz.hardware_checks(tp=tp, precision=prec, gpus=gpus, platform=p0,
-                            allow_consumer=req.filters.allow_consumer),
-        fz.memory_check(table.memory_bytes[idx], acc.memory_bytes)])
-    rows = (np.arange(table.g["gpus"].size)[idx] if isinstance(idx, slice) else idx)[keep]
-    g = {k: v[rows] for k, v in table.g.items()}
-    g["memory_bytes"] = table.memory_bytes[rows]
-    g["host_traffic"] = np.zeros(rows.size)
-    g["row"] = rows
-    kw = dict(plats=plats, cat=cat, tally=tally, keys=list(g), fitting=np.unique(g["gpus"]),
-              allow_consumer=req.filters.allow_consumer)
-    v = variants.candidates(table, counts, (1, 2), **kw)  # op recompute, offload
-    if v["gpus"].size:  # timed with the grid rows (one call), in GPU-count order
-        g = {k: np.concatenate([g[k], v[k]]) for k in g}
-        g = _take(g, np.argsort(g["gpus"], kind="stable"))
-    clock = _clock(req, cat, p0)
-    g = _timed(req, g, clock, acc.id, tally)
-    # HSDP copies only where they may be the fastest of their count (variants.hsdp_twins)
-    h = variants.candidates(table, counts, (0,), busy=variants.hsdp_twins(g), **kw)
-    g = fastest_per_count(g)
-    if h["gpus"].size:  # the fastest of each part at each count, then of both
-        h = fastest_per_count(_timed(req, h, clock, acc.id, tally))
-        g = {k: np.concatenate([g[k], h[k]]) for k in g}
-        g = fastest_per_count(_take(g, np.argsort(g["gpus"], kind="stable")))
-    for k in ("host_traffic", "row", "dp_exposed", "floor_s"):  # search-internal
-        g.pop(k)
-    return g
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Clock:
-    """What times one group's rows: its hardware, stack, efficiency and interval."""
-
-    hw: Any
-    eff: Any
-    stack: int  # a code of spec.STACKS
-    quantiles: tuple[tuple[str, float], ...]  # (q10, q90, q_rank) step-time factors
-
-
-def _clock(req: Request, cat: Catalog, plat: Platform) -> _Clock:
-    acc = plat.accelerator
-    assert acc is not None
-    hw = hardware_table(cat, [(acc, plat)])
-    stack = req.stack or best_stack(cat, acc.family)
-    eff = efficiency_for(cat, hw.family, stack)
-    iv = interval(cat, acc.family, stack, bool(np.asarray(eff.guess).reshape(-1)[0]))
-    return _Clock(hw=hw, eff=eff, stack=STACKS.index(stack),
-                  quantiles=(("q10", iv.p10), ("q90", iv.p90),
-                             ("q_rank", at_confidence(iv, req.confidence))))
-
-
-def _timed(req: Request, g: dict[str, np.ndarray], clock: _Clock, gpu: str,
-           tally: Tally) -> dict[str, np.ndarray]:
-    """The step time of rows g and what the plan keeps of it; rows without a finite step are
-    excluded (NO_LINK), the others counted physically feasible."""
-    n = g["gpus"].shape
-    g["stack"] = np.full(n, clock.stack)
-    t = time_per_step(req.model, replace(_layout(g, req), stack=g["stack"]), clock.hw,
-                      clock.eff, g["host_traffic"])
-    for key, value, dtype in (
-            ("tokens_per_s", t.tokens_per_s, float), ("step_s", t.step_s, float),
-            ("mfu", t.mfu, float), ("bottleneck", fz.bottleneck(t), np.intp),
-            ("small_mb", fz.small_micro_batch(
-                overhead_s=t.overhead_s, compute_s=t.compute_s,
-                matmul_efficiency=t.matmul_efficiency, matmul_max=clock.eff.matmul_max), bool),
-            ("guess", clock.eff.guess, bool), ("dp_exposed", t.dp_comm_s, float),
-            ("floor_s", t.compute_s + t.memory_s + t.overhead_s + t.optimizer_s, float),
-            *((k, q, float) for k, q in clock.quantiles)):
-        g[key] = np.broadcast_to(np.asarray(value, dtype=dtype), n).copy()
-    ok = tally.apply(gpu, np.ones(n, dtype=bool), [fz.runs_check(g["step_s"], g["tokens_per_s"])])
-    tally.physically_feasible += int(ok.sum())
-    return _take(g, ok)
-
-
-def _tally_dropped(tally: Tally, gpu: str, table: LayoutTable, counts: np.ndarray,
-                   domain: int) -> None:
-    """Tally the rows the table dropped for these counts, each under its first broken rule in
-    fz.ORDER: not divisible, then TP beyond the scale-up domain, then the layout rules, then
-    interleaving (exactly as if every row went through the checks in order)."""
-    d = table.dropped[table.blocks(counts)].sum(axis=0)  # (tp values, 3)
-    over = table.tp_values > domain
-    tally.add(gpu, fz.DIVIDE, int(d[:, 0].sum()))
-    tally.add(gpu, fz.TP_DOMAIN, int(d[over, 1:].sum()))
-    tally.add(gpu, fz.LAYOUT, int(d[~over, 1].sum()))
-    tally.add(gpu, fz.INTERLEAVE, int(d[~over, 2].sum()))
-
-
-def fastest_per_count(g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Keep the fastest layout at each GPU count (ties: less memory). Exact, not a heuristic:
-    within one group and count, every pricing row's cost, days and energy rise with step time,
-    so a slower layout is dominated in every objective and under every constraint.
-    Rows arrive sorted by GPU count (the table is count-major), so this is O(n) with reduceat."""
-    n = g["gpus"].size
-    if n == 0:
-        return g
-    starts = np.flatnonzero(np.concatenate(([True], g["gpus"][1:] != g["gpus"][:-1])))
-    segment = np.repeat(np.arange(starts.size), np.diff(np.append(starts, n)))
-    tps = g["tokens_per_s"]
-    best = tps == np.maximum.reduceat(tps, starts)[segment]
-    mem = np.where(best, g["memory_bytes"], np.inf)
-    best &= mem == np.minimum.reduceat(mem, starts)[segment]
-    first = np.flatnonzero(best)
-    _, pick = np.unique(segment[first], return_index=True)
-    return _take(g, first[pick])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -385,6 +149,76 @@ def _price(req: Request, g: dict[str, np.ndarray], price: PriceRow, host_watts: 
     return rows if rows["gpus"].size else None
 
 
+def _priced(req: Request, g: dict[str, np.ndarray], prices: list[PriceRow],
+            host_watts: list[float], tally: Tally, first_meta: int
+            ) -> tuple[dict[str, np.ndarray] | None, list[PriceRow]]:
+    """Rows g of one group priced every way of `prices` in one `outcome` call: the rows of
+    each price row in turn (as `_price` makes them one price row at a time, with the same
+    exclusions counted in the same order), and the price rows that kept a row, whose `meta`
+    ids run from `first_meta`."""
+    k = len(prices)
+    acc = prices[0].platform.accelerator
+    assert acc is not None
+    cap = np.array([p.platform.max_gpus or np.inf for p in prices], dtype=float)
+    offered = ~(g["gpus"][None, :] > cap[:, None])  # fz.offer_check of each price row
+    at, i = np.nonzero(offered)  # price-major, rows in order within each
+    per_price = np.array([(p.platform.gpus_per_node, costm.mode_code(p.mode),
+                           p.usd_per_gpu_hour, h, p.capex_per_gpu)
+                          for p, h in zip(prices, host_watts, strict=True)], dtype=float).T
+    gpn, mode, usd, host, capex = (v[at] for v in per_price)
+    rows = {key: v[i] for key, v in g.items()}
+    o = outcome(tokens=req.tokens, tokens_per_s=rows["tokens_per_s"], gpus=rows["gpus"],
+                gpus_per_node=gpn, params=req.model.total_params(), mode=mode.astype(int),
+                usd_per_gpu_hour=usd, tdp_watts=acc.tdp_watts, host_watts_per_gpu=host,
+                site=req.site)
+    shape = i.shape
+    for key in ("days", "cost_usd", "energy_kwh", "goodput", "useful_days", "gpu_hours",
+                "co2e_kg"):
+        rows[key] = np.broadcast_to(np.asarray(getattr(o, key), dtype=float), shape).copy()
+    rows["capex_usd"] = rows["gpus"] * capex
+    rows["rank_days"] = rows["days"] * rows["q_rank"]
+    rows["rank_cost_usd"] = rows["cost_usd"] * rows["q_rank"]
+    ends = np.isfinite(rows["days"])  # fz.goodput_check
+    no_offer = np.bincount(np.nonzero(~offered)[0], minlength=k)
+    no_end = np.bincount(at[~ends], minlength=k)
+    kept = np.bincount(at[ends], minlength=k)
+    for j in range(k):  # tallied as one price row at a time
+        tally.add(acc.id, fz.OFFER_CAP, int(no_offer[j]))
+        tally.add(acc.id, fz.NO_GOODPUT, int(no_end[j]))
+    ids = first_meta + np.cumsum(kept > 0) - 1
+    rows["meta"] = ids[at]
+    rows = _take(rows, ends)
+    return (rows if ends.any() else None), [p for p, m in zip(prices, kept, strict=True) if m]
+
+
+def _evaluated(cat: Catalog, req: Request, planned: list[_Group], axes: Any,
+               all_counts: np.ndarray, progress: Callable[[int, int], None] | None
+               ) -> cache.Entry:
+    """The layout table and each group's fastest rows and tally (`evaluate_group`), from the
+    installed cache (`search.cache`) when it holds this request's shape, else computed (and
+    kept there)."""
+    store = cache.installed()
+    shape = cache.shape_of(req) if store is not None else None
+    if store is not None and shape is not None:
+        hit = store.get(cat, shape)
+        if hit is not None:
+            return hit
+    sizes = [p.accelerator.memory_bytes for g in planned for p in g.plats
+             if p.accelerator is not None]
+    table = layout_table(req, all_counts, axes, min(sizes, default=math.inf))
+    groups: list[Any] = []
+    for i, grp in enumerate(planned):
+        if progress:
+            progress(i, len(planned))
+        part = Tally()
+        groups.append(None if grp.counts.size == 0 else (
+            evaluate_group(req, cat, grp.plats, grp.counts, axes, part, table), part))
+    entry = cache.Entry(catalog=cat, table=table, groups=tuple(groups))
+    if store is not None and shape is not None:
+        store.put(shape, entry)
+    return entry
+
+
 def search(cat: Catalog, req: Request,
            progress: Callable[[int, int], None] | None = None) -> PlanResult:
     """Evaluate every candidate; return ranked plans, the Pareto front and the exclusions."""
@@ -403,22 +237,20 @@ def search(cat: Catalog, req: Request,
         raise ConfigError(f"the search space has {total:,} candidates, above the cap of "
                           f"{SEARCH_CAP:,}; narrow it with --gpu, --max-gpus, --cloud or "
                           f"--acquisition")
-    sizes = [p.accelerator.memory_bytes for g in planned for p in g.plats
-             if p.accelerator is not None]
-    table = layout_table(req, all_counts, axes, min(sizes, default=math.inf))
+    work = _evaluated(cat, req, planned, axes, all_counts, progress)
+    table = work.table
     tally = Tally()
     joined: list[dict[str, np.ndarray]] = []
     meta: list[PriceRow] = []
-    for i, grp in enumerate(planned):
-        if progress:
-            progress(i, len(planned))
-        if grp.counts.size == 0:
+    for grp, done in zip(planned, work.groups, strict=True):
+        if done is None:
             continue
-        g = evaluate_group(req, cat, grp.plats, grp.counts, axes, tally, table)
-        for price, host in zip(grp.prices, grp.host_watts, strict=True):
-            rows = _price(req, g, price, host, tally, len(meta)) if g["gpus"].size else None
+        g, part = done
+        tally.replay(part)
+        if g["gpus"].size and grp.prices:
+            rows, used = _priced(req, g, grp.prices, grp.host_watts, tally, len(meta))
             if rows is not None:
-                meta.append(price)
+                meta += used
                 joined.append(rows)
     if progress:
         progress(len(planned), len(planned))
@@ -430,19 +262,25 @@ def search(cat: Catalog, req: Request,
     result, winner = finish(req, allrows, meta, counts, tally.excluded(), tally.by_gpu,
                             tally.physically_feasible, excluded_platforms)
     if winner is not None:
-        result = replace(result, outlook=outlook(cat, req, result.plans[0], winner.platform))
+        result = replace(result, outlook=outlook(cat, req, result.plans[0], winner.platform,
+                                                 table))
     return result
 
 
 def at_size(cat: Catalog, req: Request, plat: Platform, gpus: int, mode: str,
-            precisions: tuple[str, ...]) -> SizeResult:
+            precisions: tuple[str, ...], table: LayoutTable | None = None) -> SizeResult:
     """The fastest layout of `gpus` GPUs on one platform, priced in `mode` (no deadline or
-    budget applied): days, cost, tokens/s, MFU -- or not feasible, with the reason's code."""
+    budget applied): days, cost, tokens/s, MFU -- or not feasible, with the reason's code.
+    `table`: the search's layout table, whose rows of this count and these precisions are
+    this count's layouts (the same rows, memory and variants a table of its own would hold);
+    None, or a count it lacks: a table of its own."""
     if plat.max_gpus and gpus > plat.max_gpus:
         return SizeResult(gpus=gpus, feasible=False, reason=fz.OFFER_CAP)
     axes = model_axes(req.model, req.seq_len, precisions=precisions, counts=[gpus])
     tally = Tally()
-    g = evaluate_group(req, cat, [plat], np.array([gpus]), axes, tally)
+    shared = table is not None and gpus in table.position
+    g = evaluate_group(req, cat, [plat], np.array([gpus]), axes, tally,
+                       table if shared else None, axes.precision if shared else None)
     if g["gpus"].size == 0:
         # the binding reason is the last check that excluded anything (all layouts that
         # passed the earlier checks failed it), not the most frequent one
@@ -475,8 +313,8 @@ def _layout_key(r: SizeResult) -> tuple:
     return (r.tp, r.pp, r.zero, r.micro_batch, r.recompute, r.precision)
 
 
-def outlook(cat: Catalog, req: Request, winner: PlanRow, plat: Platform
-            ) -> tuple[SizeResult, ...]:
+def outlook(cat: Catalog, req: Request, winner: PlanRow, plat: Platform,
+            table: LayoutTable | None = None) -> tuple[SizeResult, ...]:
     """Days, cost and scaling efficiency of the winner's platform at 1/2x, 2x and 4x its GPUs
     (the fastest layout at each count, same pricing; constraints other than memory ignored).
     Scaling efficiency is tokens/s per GPU relative to the smallest feasible size shown; above
@@ -484,7 +322,8 @@ def outlook(cat: Catalog, req: Request, winner: PlanRow, plat: Platform
     base = winner.gpus
     counts = [c for c in (base // 2, base, base * 2, base * 4)
               if c >= plat.gpus_per_node and c % plat.gpus_per_node == 0]
-    out = [at_size(cat, req, plat, c, winner.pricing, (winner.precision,)) for c in counts]
+    out = [at_size(cat, req, plat, c, winner.pricing, (winner.precision,), table)
+           for c in counts]
     ref = next((r for r in out if r.feasible), None)
     if ref is None:
         return tuple(out)

@@ -106,7 +106,8 @@ def sized(g: dict[str, np.ndarray], memory_bytes: np.ndarray, smallest_gpu_bytes
     extra = variant_rows(g, np.ones(g["gpus"].size, dtype=bool), memory_bytes,
                          smallest_gpu_bytes)
     if extra["gpus"].size:
-        extra = {k: v[layout(extra).valid_mask(model)] for k, v in extra.items()}
+        ok = layout(extra).valid_mask(model)
+        extra = {k: v[ok] for k, v in extra.items()}
     shape = extra["gpus"].shape
     if extra["gpus"].size:
         bd = memory_per_gpu(model, layout(extra), site)
@@ -138,16 +139,20 @@ def checks(e: dict[str, np.ndarray], *, twin_memory_bytes: np.ndarray, capacity_
 
 def candidates(table: Any, counts: np.ndarray, kinds: tuple[int, ...], *, plats: list[Platform],
                cat: Any, tally: Any, keys: list[str], fitting: np.ndarray,
-               allow_consumer: bool, busy: np.ndarray | None = None) -> dict[str, np.ndarray]:
+               allow_consumer: bool, busy: np.ndarray | None = None,
+               precisions: tuple[int, ...] | None = None) -> dict[str, np.ndarray]:
     """The variant rows of `table` (a plan.LayoutTable) of these kinds and GPU counts that pass
     the hardware rules and `checks` on the platforms `plats` (one physics group), each
     rejected one tallied once (`tally`, a plan.Tally); sorted by count, with fields `keys`
     (`row` -1: no table row). `fitting`: the counts where a grid row fits in GPU memory;
-    `busy`: the timed grid rows whose data-parallel traffic shows (None: no HSDP rule)."""
+    `busy`: the timed grid rows whose data-parallel traffic shows (None: no HSDP rule);
+    `precisions`: only the rows of these precision codes (None: all)."""
     acc = plats[0].accelerator
     assert acc is not None
     ex = table.extra
     sel = extra_rows(ex, counts, kinds) if ex else np.zeros(0, dtype=np.int64)
+    if precisions is not None:
+        sel = sel[np.isin(ex["precision"][sel], precisions)]
     if sel.size == 0:
         return {k: np.zeros(0, dtype=table.g[k].dtype if k in table.g else float) for k in keys}
     e = {k: ex[k][sel] for k in ("tp", "precision", "gpus", "kind", "twin", "memory_bytes",

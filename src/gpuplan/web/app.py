@@ -115,7 +115,9 @@ class Api:
             self.pool.shutdown(wait=wait, cancel_futures=True)
             self.pool = None
 
-    async def call(self, fn: Any, *args: Any) -> Any:
+    async def call(self, fn: Any, *args: Any, meta: dict[str, Any] | None = None) -> Any:
+        """fn(*args) in the pool; `meta` receives the worker's search-cache state ('cache') and
+        the computation's CPU seconds ('cpu_s')."""
         if self.pending >= self.max_queue:
             raise RequestError(429, "the server is busy; try again in a moment")
         self.pending += 1
@@ -127,7 +129,10 @@ class Api:
             raise self._broken(pool) from None
         fut.add_done_callback(lambda _: self._done())
         try:
-            return worker.unwrap(await asyncio.wait_for(asyncio.shield(fut), self.time_limit_s))
+            outcome = await asyncio.wait_for(asyncio.shield(fut), self.time_limit_s)
+            if meta is not None and outcome[0] == "ok":
+                meta.update(cache=outcome[2], cpu_s=outcome[3])
+            return worker.unwrap(outcome)
         except TimeoutError:
             raise RequestError(422, f"this request needs more than the server's "
                                     f"{self.time_limit_s:g} s limit; narrow the search (gpu, "
@@ -145,8 +150,15 @@ class Api:
         self.pending -= 1
 
     async def handle(self, fn: Any, *args: Any) -> Response:
+        meta: dict[str, Any] = {}
         try:
-            return JSONResponse(await self.call(fn, *args))
+            value = await self.call(fn, *args, meta=meta)
+            # the worker's CPU time (standard Server-Timing) and, for plans, whether the search
+            # found its request shape in the worker's cache (hit or miss)
+            headers = {"Server-Timing": f"cpu;dur={meta['cpu_s'] * 1e3:.1f}"}
+            if meta.get("cache"):
+                headers["X-Gpuplan-Search-Cache"] = meta["cache"]
+            return JSONResponse(value, headers=headers)
         except RequestError as err:
             return _error(err.status, err.message)
         except Exception as err:  # a bug here, not in the worker: one line, no traceback

@@ -4,7 +4,12 @@ A plan is about a quarter of a second of numpy over a few hundred thousand candi
 of it in small Python-level steps that hold the GIL: threads in one process share one core, so
 eight concurrent plans on a thread pool wait about eight times as long as one. Worker
 processes use every core; each reads the catalog and builds the request parsers once, when it
-starts (`warm`), not per request. No result is cached: every request is computed.
+starts (`warm`), not per request. No answer is cached: every request is priced, constrained
+and ranked anew; each worker keeps the request-independent part of its plans (the layout table
+and each GPU group's fastest layouts, `search.cache`) for later plans of the same request shape
+(model, sequence, batch, filters, site...) with other tokens, deadline, budget or objective.
+GPUPLAN_SEARCH_CACHE=0 turns that off (the benchmark's baseline); the outcome of each call says
+whether its plan search found its shape there (`cache_state`) and the CPU time it took.
 
 `call(fn, *args)` runs in a worker and returns a picklable outcome instead of raising, so a
 `RequestError` (status and the CLI's line) or a bug's class name crosses the process boundary
@@ -23,7 +28,9 @@ from typing import Any
 
 from .adapter import RequestError
 
-Outcome = tuple[Any, ...]  # ("ok", value) | ("error", status, message) | ("bug", class name)
+# ("ok", value, cache state, CPU seconds) | ("error", status, message) | ("bug", class name)
+Outcome = tuple[Any, ...]
+CACHE_BYTES = 256 << 20  # per worker process (`search.cache.SearchCache`)
 
 
 def default_workers() -> int:
@@ -55,6 +62,22 @@ def warm() -> None:
     load_catalog()
     for command in adapter.COMMANDS:
         adapter.fields(command)
+    if os.environ.get("GPUPLAN_SEARCH_CACHE", "1") != "0":
+        from ..search import cache
+
+        cache.install(cache.SearchCache(CACHE_BYTES))
+
+
+def cache_state() -> str:
+    """'hit' or 'miss' for the latest plan search of this process's search cache since the last
+    call; '' when the call searched nothing or the process has no cache."""
+    from ..search import cache
+
+    store = cache.installed()
+    if store is None:
+        return ""
+    state, store.last = store.last or "", None
+    return state
 
 
 def ready() -> int:
@@ -64,8 +87,11 @@ def ready() -> int:
 
 def call(fn: Any, *args: Any) -> Outcome:
     """`fn(*args)` as an outcome tuple (see the module docstring); never raises."""
+    cache_state()  # forget an earlier call's
     try:
-        return ("ok", fn(*args))
+        c0 = time.thread_time()  # this thread's CPU: the computation alone, whatever the load
+        value = fn(*args)
+        return ("ok", value, cache_state(), time.thread_time() - c0)
     except RequestError as err:
         return ("error", err.status, err.message)
     except Exception as err:  # a bug: its class name only, no traceback leaves the server

@@ -1,0 +1,302 @@
+"""One physics group's part of `plan` (L4): the layout table every group shares (structural
+checks and memory per GPU, once per search), then per group the hardware and memory masks, the
+step time of the rows that fit and the fastest feasible layout of each GPU count, every
+exclusion tallied. `search.plan` composes them; no Python loop per candidate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from ..catalog import Catalog
+from ..estimators import memory
+from ..spec import STACKS, Layout
+from . import feasibility as fz
+from . import variants
+from .evaluate import time_per_step
+from .grid import Axes, product
+from .hardware import best_stack, efficiency_for, hardware_table
+from .intervals import at_confidence, interval
+from .platforms import Platform
+from .results import Excluded
+
+
+def _layout(g: dict[str, np.ndarray], req: Any) -> Layout:
+    return Layout(tp=g["tp"], pp=g["pp"], dp=g["dp"], cp=g["cp"], ep=g["ep"], vpp=g["vpp"],
+                  zero=g["zero"], micro_batch=g["micro_batch"], global_batch=req.global_batch,
+                  seq_len=req.seq_len, recompute=g["recompute"], precision=g["precision"],
+                  shard_group=_field(g, "shard_group"), offload=_field(g, "offload"))
+
+
+def _field(g: dict[str, np.ndarray], key: str) -> np.ndarray | int:
+    """A variant field of rows g, 0 when no row sets it (the estimators' scalar path)."""
+    v = g.get(key)
+    return v if v is not None and v.any() else 0
+
+
+def _take(g: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
+    return {k: v[mask] for k, v in g.items()}
+
+
+@dataclass
+class LayoutTable:
+    """Every layout of every GPU count, evaluated once for all platforms: the structural checks
+    and the memory per GPU depend on the layout alone (not on which GPU runs it), so a group
+    of platforms only compares memory with its capacity and adds its own masks. Only the rows
+    that can run are kept (`g`, count-major); the others are counted per GPU count, TP degree
+    and reason (`dropped`), so each group tallies them exactly without touching them."""
+
+    g: dict[str, np.ndarray]  # runnable rows, count-major: block i holds those of counts[i]
+    starts: np.ndarray  # rows of block i: g[...][starts[i]:starts[i + 1]]
+    position: dict[int, int]  # GPU count -> block number
+    tp_values: np.ndarray  # the TP axis, indexing dropped's second dimension
+    dropped: np.ndarray  # (blocks, tp values, 3): rows not divisible / not valid / no interleave
+    memory_bytes: np.ndarray  # per GPU, per runnable row
+    # HSDP, op-recompute and offload copies of runnable rows (`variants.sized`): their fields,
+    # twin (a row of g) and kind, memory_bytes, offloaded, host_traffic; sorted by kind, count
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def variant_count(self, counts: np.ndarray) -> int:
+        """The variant candidates of these GPU counts (all kinds)."""
+        return int(np.isin(self.extra["gpus"], counts).sum()) if self.extra else 0
+
+    def blocks(self, counts: np.ndarray) -> list[int]:
+        return [self.position[int(c)] for c in counts]
+
+    def rows(self, counts: np.ndarray) -> np.ndarray | slice:
+        """The runnable rows of these GPU counts: a slice (a view, no copy) when their blocks
+        are consecutive, as they are for one node size's power-of-two counts."""
+        blocks = self.blocks(counts)
+        if not blocks:
+            return slice(0, 0)
+        if blocks == list(range(blocks[0], blocks[0] + len(blocks))):
+            return slice(int(self.starts[blocks[0]]), int(self.starts[blocks[-1] + 1]))
+        return np.concatenate([np.arange(self.starts[b], self.starts[b + 1]) for b in blocks])
+
+
+def layout_table(req: Any, counts: np.ndarray, axes: Axes,
+                 smallest_gpu_bytes: float = math.inf) -> LayoutTable:
+    """The runnable layouts of every GPU count (one loop step per count, arrays within), and
+    their variants (`variants.sized`; op recompute and offload only of rows that do not fit
+    in `smallest_gpu_bytes`, the smallest GPU memory of the search)."""
+    counts = np.unique(np.asarray(counts, dtype=np.int64))
+    tp_values = np.asarray(axes.tp, dtype=np.int64)
+    dropped = np.zeros((len(counts), tp_values.size, 3), dtype=np.int64)
+    parts: list[dict[str, np.ndarray]] = []
+    for i, c in enumerate(counts):
+        g, dropped[i, :, 0] = product(int(c), axes)  # tp*pp*cp divides the count
+        valid = _layout(g, req).valid_mask(req.model)
+        # Megatron-LM's interleaved schedule runs micro-batches per step in groups of pp
+        interleaves = (g["vpp"] == 1) | (req.global_batch % (g["dp"] * g["micro_batch"]
+                                                            * g["pp"]) == 0)
+        tp_at = np.searchsorted(tp_values, g["tp"])
+        dropped[i, :, 1] = np.bincount(tp_at[~valid], minlength=tp_values.size)
+        dropped[i, :, 2] = np.bincount(tp_at[valid & ~interleaves], minlength=tp_values.size)
+        parts.append(_take(g, valid & interleaves))
+    g = ({k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts
+         else {k: np.zeros(0, dtype=np.int64) for k in _ROW_KEYS})
+    mem = np.full(g["gpus"].size, np.nan)
+    if g["gpus"].size:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            mem = np.asarray(memory.most_loaded_total(
+                req.model, _layout(g, req), runtime_overhead_bytes=req.site.runtime_overhead_bytes,
+                fragmentation=req.site.fragmentation, stacks=req.site.stack_buffers),
+                dtype=float)
+    starts = np.concatenate(([0], np.cumsum([p["gpus"].size for p in parts], dtype=np.int64)))
+    extra = variants.sized(g, mem, smallest_gpu_bytes, lambda x: _layout(x, req), req.model,
+                           req.site)
+    g.update(variants.defaults(g["gpus"].size))
+    return LayoutTable(g=g, starts=starts, position={int(c): i for i, c in enumerate(counts)},
+                       tp_values=tp_values, dropped=dropped, memory_bytes=mem, extra=extra)
+
+
+_ROW_KEYS = ("gpus", "tp", "pp", "vpp", "cp", "dp", "ep", "zero", "micro_batch", "recompute",
+             "precision")
+
+
+class Tally:
+    """Exclusions counted by feasibility code, overall and per accelerator; `log` keeps every
+    count in order, so that `replay` adds one tally to another exactly as if counted there."""
+
+    def __init__(self) -> None:
+        self.total: Counter = Counter()
+        self.by_gpu: dict[str, Counter] = {}
+        self.physically_feasible = 0
+        self.log: list[tuple[str, str, int]] = []
+
+    def replay(self, other: Tally) -> None:
+        for gpu, code, k in other.log:
+            self.add(gpu, code, k)
+        self.physically_feasible += other.physically_feasible
+
+    def drop(self, gpu: str, code: str, mask: np.ndarray) -> None:
+        self.add(gpu, code, int(np.count_nonzero(mask)))
+
+    def add(self, gpu: str, code: str, k: int) -> None:
+        if k:
+            self.log.append((gpu, code, k))
+            self.total[code] += k
+            self.by_gpu.setdefault(gpu, Counter())[code] += k
+
+    def apply(self, gpu: str, keep: np.ndarray, checks: list[fz.Check]) -> np.ndarray:
+        """Drop the kept rows each check rejects, in order (a row counts under its first)."""
+        for c in checks:
+            bad = keep & c.bad
+            self.drop(gpu, c.code, bad)
+            keep = keep & ~bad
+        return keep
+
+    def excluded(self) -> tuple[Excluded, ...]:
+        return tuple(Excluded(reason=k, count=v)
+                     for k, v in sorted(self.total.items(), key=lambda kv: fz.ORDER.index(kv[0]))
+                     if v)
+
+
+def evaluate_group(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray,
+                   axes: Axes, tally: Tally, table: LayoutTable | None = None,
+                   precisions: tuple[int, ...] | None = None) -> dict[str, np.ndarray]:
+    """Physics of one group over its grid and the grid's variants; returns the fastest
+    feasible row of each GPU count (and tallies every exclusion). `precisions` (codes): only
+    the table's rows of these precisions, the others neither evaluated nor tallied (None:
+    all)."""
+    p0 = plats[0]
+    acc = p0.accelerator
+    assert acc is not None
+    if table is None:
+        table = layout_table(req, counts, axes, acc.memory_bytes)
+    _tally_dropped(tally, acc.id, table, counts, p0.scale_up_domain)
+    idx = table.rows(counts)
+    tp, prec, gpus = (table.g[k][idx] for k in ("tp", "precision", "gpus"))
+    wanted = np.ones(tp.shape, dtype=bool) if precisions is None else np.isin(prec, precisions)
+    keep = tally.apply(acc.id, wanted, [
+        *fz.hardware_checks(tp=tp, precision=prec, gpus=gpus, platform=p0,
+                            allow_consumer=req.filters.allow_consumer),
+        fz.memory_check(table.memory_bytes[idx], acc.memory_bytes)])
+    rows = (np.arange(table.g["gpus"].size)[idx] if isinstance(idx, slice) else idx)[keep]
+    g = {k: v[rows] for k, v in table.g.items()}
+    g["memory_bytes"] = table.memory_bytes[rows]
+    g["host_traffic"] = np.zeros(rows.size)
+    g["row"] = rows
+    kw = dict(plats=plats, cat=cat, tally=tally, keys=list(g), fitting=np.unique(g["gpus"]),
+              allow_consumer=req.filters.allow_consumer, precisions=precisions)
+    v = variants.candidates(table, counts, (1, 2), **kw)  # op recompute, offload
+    if v["gpus"].size:  # timed with the grid rows (one call), in GPU-count order
+        g = {k: np.concatenate([g[k], v[k]]) for k in g}
+        g = _take(g, np.argsort(g["gpus"], kind="stable"))
+    clock = _clock(req, cat, p0)
+    g, t = _timed(req, g, clock, acc.id, tally)
+    # HSDP copies only where they may be the fastest of their count (variants.hsdp_twins)
+    h = variants.candidates(table, counts, (0,), busy=variants.hsdp_twins(g), **kw)
+    g = _described(fastest_per_count(g), t, clock)
+    if h["gpus"].size:  # the fastest of each part at each count, then of both
+        h, t = _timed(req, h, clock, acc.id, tally)
+        h = _described(fastest_per_count(h), t, clock)
+        g = {k: np.concatenate([g[k], h[k]]) for k in g}
+        g = fastest_per_count(_take(g, np.argsort(g["gpus"], kind="stable")))
+    for k in ("host_traffic", "row", "dp_exposed", "floor_s", "at"):  # search-internal
+        g.pop(k)
+    return g
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Clock:
+    """What times one group's rows: its hardware, stack, efficiency and interval."""
+
+    hw: Any
+    eff: Any
+    stack: int  # a code of spec.STACKS
+    quantiles: tuple[tuple[str, float], ...]  # (q10, q90, q_rank) step-time factors
+
+
+def _clock(req: Any, cat: Catalog, plat: Platform) -> _Clock:
+    acc = plat.accelerator
+    assert acc is not None
+    hw = hardware_table(cat, [(acc, plat)])
+    stack = req.stack or best_stack(cat, acc.family)
+    eff = efficiency_for(cat, hw.family, stack)
+    iv = interval(cat, acc.family, stack, bool(np.asarray(eff.guess).reshape(-1)[0]))
+    return _Clock(hw=hw, eff=eff, stack=STACKS.index(stack),
+                  quantiles=(("q10", iv.p10), ("q90", iv.p90),
+                             ("q_rank", at_confidence(iv, req.confidence))))
+
+
+def _timed(req: Any, g: dict[str, np.ndarray], clock: _Clock, gpu: str,
+           tally: Tally) -> tuple[dict[str, np.ndarray], Any]:
+    """The step time of rows g: (the rows with a finite step, with what choosing among them
+    needs, `at` indexing their timing breakdown; the breakdown). Rows without a finite step are
+    excluded (NO_LINK), the others counted physically feasible. `_described` adds the rest of
+    a row's figures to the few rows the search keeps."""
+    n = g["gpus"].shape
+    g["stack"] = np.full(n, clock.stack)
+    t = time_per_step(req.model, replace(_layout(g, req), stack=g["stack"]), clock.hw,
+                      clock.eff, g["host_traffic"])
+    for key, value in (("tokens_per_s", t.tokens_per_s), ("step_s", t.step_s),
+                       ("dp_exposed", t.dp_comm_s),
+                       ("floor_s", t.compute_s + t.memory_s + t.overhead_s + t.optimizer_s)):
+        g[key] = np.broadcast_to(np.asarray(value, dtype=float), n).copy()
+    g["at"] = np.arange(n[0])
+    ok = tally.apply(gpu, np.ones(n, dtype=bool), [fz.runs_check(g["step_s"], g["tokens_per_s"])])
+    tally.physically_feasible += int(ok.sum())
+    return (g if ok.all() else _take(g, ok)), t  # mostly all run: no copy
+
+
+# the timing breakdown's parts that `_described` reads (bottleneck, small micro-batch, MFU)
+_DESCRIBED = ("mfu", "compute_s", "memory_s", "overhead_s", "optimizer_s", "tp_comm_s",
+              "dp_comm_s", "bubble_s", "pp_comm_s", "cp_comm_s", "ep_comm_s", "offload_s",
+              "matmul_efficiency")
+
+
+def _described(g: dict[str, np.ndarray], t: Any, clock: _Clock) -> dict[str, np.ndarray]:
+    """Rows g of `_timed` with MFU, bottleneck, small micro-batch, the efficiency's guess flag
+    and the interval's factors, read from their breakdown t (row `at`); elementwise, so the
+    same figures as computing them over every timed row."""
+    shape, at = np.shape(t.step_s), g["at"]
+    sub = SimpleNamespace(**{k: np.broadcast_to(np.asarray(getattr(t, k)), shape)[at]
+                             for k in _DESCRIBED})
+    n = at.shape
+    for key, value, dtype in (
+            ("mfu", sub.mfu, float), ("bottleneck", fz.bottleneck(sub), np.intp),
+            ("small_mb", fz.small_micro_batch(
+                overhead_s=sub.overhead_s, compute_s=sub.compute_s,
+                matmul_efficiency=sub.matmul_efficiency, matmul_max=clock.eff.matmul_max), bool),
+            ("guess", clock.eff.guess, bool), *((k, q, float) for k, q in clock.quantiles)):
+        g[key] = np.broadcast_to(np.asarray(value, dtype=dtype), n).copy()
+    return g
+
+
+def _tally_dropped(tally: Tally, gpu: str, table: LayoutTable, counts: np.ndarray,
+                   domain: int) -> None:
+    """Tally the rows the table dropped for these counts, each under its first broken rule in
+    fz.ORDER: not divisible, then TP beyond the scale-up domain, then the layout rules, then
+    interleaving (exactly as if every row went through the checks in order)."""
+    d = table.dropped[table.blocks(counts)].sum(axis=0)  # (tp values, 3)
+    over = table.tp_values > domain
+    tally.add(gpu, fz.DIVIDE, int(d[:, 0].sum()))
+    tally.add(gpu, fz.TP_DOMAIN, int(d[over, 1:].sum()))
+    tally.add(gpu, fz.LAYOUT, int(d[~over, 1].sum()))
+    tally.add(gpu, fz.INTERLEAVE, int(d[~over, 2].sum()))
+
+
+def fastest_per_count(g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Keep the fastest layout at each GPU count (ties: less memory). Exact, not a heuristic:
+    within one group and count, every pricing row's cost, days and energy rise with step time,
+    so a slower layout is dominated in every objective and under every constraint.
+    Rows arrive sorted by GPU count (the table is count-major), so this is O(n) with reduceat."""
+    n = g["gpus"].size
+    if n == 0:
+        return g
+    starts = np.flatnonzero(np.concatenate(([True], g["gpus"][1:] != g["gpus"][:-1])))
+    segment = np.repeat(np.arange(starts.size), np.diff(np.append(starts, n)))
+    tps = g["tokens_per_s"]
+    best = tps == np.maximum.reduceat(tps, starts)[segment]
+    mem = np.where(best, g["memory_bytes"], np.inf)
+    best &= mem == np.minimum.reduceat(mem, starts)[segment]
+    first = np.flatnonzero(best)
+    _, pick = np.unique(segment[first], return_index=True)
+    return _take(g, first[pick])

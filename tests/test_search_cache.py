@@ -1,0 +1,185 @@
+"""The plan search's shortcuts give the answers of the straightforward path (#11, #13):
+the per-process search cache (search/cache.py), the outlook on the search's own layout table,
+and the row figures computed only for the rows the search keeps. Exact equality throughout:
+each shortcut reuses or subsets the same float64 arithmetic, it does not approximate it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuplan import api
+from gpuplan.catalog import load_catalog
+from gpuplan.report import plan as report_plan
+from gpuplan.search import cache
+from gpuplan.search import plan as planmod
+
+SMALL = dict(model="llama3-8b", gpu=["h100-sxm", "a100-80gb"], max_gpus=256)
+
+
+def _json(result) -> dict:
+    d = report_plan.to_json(result)
+    d.pop("elapsed_s", None)
+    return d
+
+
+@pytest.fixture
+def store():
+    s = cache.SearchCache()
+    cache.install(s)
+    yield s
+    cache.install(None)
+
+
+def test_cached_plans_equal_computed_plans(store):
+    """Varied tokens, deadline, budget and objective on one request shape: the first search
+    misses and fills the cache, the others hit it, and every answer equals the one computed
+    without a cache (same JSON, tallies included)."""
+    asks = [dict(tokens="1T", deadline_days=30), dict(tokens="200B", budget_usd="50k",
+                                                      objective="time"),
+            dict(tokens="15T", objective="energy"), dict(tokens="2T", deadline_days=3)]
+    cached = [_json(api.plan(**SMALL, **a)) for a in asks]
+    assert (store.misses, store.hits) == (1, len(asks) - 1)
+    cache.install(None)
+    assert cached == [_json(api.plan(**SMALL, **a)) for a in asks]
+
+
+def test_other_shapes_miss(store):
+    """What the cached part depends on -- model, sequence, precision, filters, GPU cap --
+    makes a different key."""
+    api.plan(**SMALL, tokens="1T")
+    for change in (dict(model="llama2-7b"), dict(seq_len=4096), dict(precision="bf16"),
+                   dict(gpu=["h100-sxm"]), dict(max_gpus=128)):
+        api.plan(**{**SMALL, **change}, tokens="1T")
+    assert store.hits == 0 and store.misses == 6
+
+
+def test_entry_belongs_to_its_catalog(store):
+    """An entry is used only with the catalog object it was computed from."""
+    cat = load_catalog()
+    api.plan(**SMALL, tokens="1T")
+    shape, (entry, _) = next(iter(store.entries.items()))
+    assert entry.catalog is cat
+    assert store.get(object(), shape) is None  # another catalog
+    assert store.get(cat, shape) is entry
+
+
+def test_cache_is_bounded():
+    """Entries above the byte bound are not kept; older entries are evicted first."""
+    tiny = cache.SearchCache(max_bytes=1)
+    cache.install(tiny)
+    try:
+        api.plan(**SMALL, tokens="1T")
+        api.plan(**SMALL, tokens="1T")
+        assert not tiny.entries and tiny.hits == 0
+        roomy = cache.SearchCache()
+        cache.install(roomy)
+        api.plan(**SMALL, tokens="1T")
+        one = roomy.nbytes
+        roomy.max_bytes = one + 1  # room for one entry of this size (or less), not two
+        api.plan(**{**SMALL, "max_gpus": 128}, tokens="1T")
+        assert len(roomy.entries) == 1
+        assert next(iter(roomy.entries)).max_gpus == 128  # the newer one stays
+    finally:
+        cache.install(None)
+
+
+def test_outlook_on_the_search_table_equals_its_own_tables():
+    """`at_size` on the search's layout table (all precisions, variants sized for the
+    smallest GPU of the search) gives the SizeResult of a table built for that count alone,
+    feasible or not (the reason included)."""
+    cat = load_catalog()
+    seen = []
+    original = planmod.search
+
+    def capture(c, r, progress=None):
+        seen.append(r)
+        return original(c, r)
+
+    planmod.search = capture
+    try:
+        api.plan(model="llama3-70b", tokens="15T", deadline_days=90,
+                 gpu=["h100-sxm", "a100-80gb"], max_gpus=2048)
+    finally:
+        planmod.search = original
+    req = seen[0]
+    from gpuplan.search.grid import model_axes
+    from gpuplan.search.platforms import group_by_physics, select_platforms
+
+    plats, _ = select_platforms(cat, req.filters)
+    groups = list(group_by_physics(plats).values())
+    counts = np.concatenate([planmod._group(req, cat, g, min(req.max_gpus, max(
+        p.max_gpus or req.max_gpus for p in g))).counts for g in groups])
+    axes = model_axes(req.model, req.seq_len, precisions=req.precisions, counts=counts)
+    smallest = min(p.accelerator.memory_bytes for g in groups for p in g)
+    table = planmod.layout_table(req, counts, axes, smallest)
+    from gpuplan.search.single import price_rows
+
+    seen_feasible = set()
+    for g in groups:
+        plat = g[0]
+        modes = [r.mode for r in price_rows([plat], req.site)]
+        for gpus in (8, 16, 64, 512, 2048):
+            for prec in ("bf16", "fp8"):
+                own = planmod.at_size(cat, req, plat, gpus, modes[0], (prec,))
+                shared = planmod.at_size(cat, req, plat, gpus, modes[0], (prec,), table)
+                assert shared == own, (plat.label, gpus, prec)
+                seen_feasible.add(own.feasible)
+    assert seen_feasible == {True, False}  # feasible sizes and the reasons of the others
+
+
+def test_row_figures_of_kept_rows_equal_those_of_every_row():
+    """`_described` on the rows the search keeps gives the MFU, bottleneck, small micro-batch
+    flag, guess flag and interval factors computed over every timed row, then selected."""
+    from gpuplan.search import feasibility as fz
+    from gpuplan.search import groups
+    from gpuplan.search.evaluate import site_from_catalog
+    from gpuplan.search.grid import model_axes
+    from gpuplan.search.platforms import Filters, group_by_physics, select_platforms
+
+    cat = load_catalog()
+    req = planmod.Request(model=cat.model("llama3-8b"), tokens=1e12, seq_len=8192,
+                          global_batch=512, site=site_from_catalog(cat))
+    plats, _ = select_platforms(cat, Filters(gpus=("h100-sxm",), acquisition="own"))
+    plat = next(iter(group_by_physics(plats).values()))[0]
+    counts = np.array([8, 16, 32, 64])
+    axes = model_axes(req.model, req.seq_len, counts=counts)
+    table = planmod.layout_table(req, counts, axes, plat.accelerator.memory_bytes)
+    g = {k: v.copy() for k, v in table.g.items()}
+    g["memory_bytes"] = table.memory_bytes.copy()
+    g["host_traffic"] = np.zeros(g["gpus"].size)
+    clock = groups._clock(req, cat, plat)
+    timed, t = groups._timed(req, g, clock, plat.accelerator.id, groups.Tally())
+    kept = groups._described(groups.fastest_per_count(dict(timed)), t, clock)
+    every = groups._described(dict(timed), t, clock)
+    at = np.searchsorted(every["at"], kept["at"])
+    assert kept["at"].size == counts.size
+    for key in ("mfu", "bottleneck", "small_mb", "guess", "q10", "q90", "q_rank"):
+        assert np.array_equal(kept[key], every[key][at]), key
+    assert kept["bottleneck"].max() < len(fz.BOTTLENECKS)
+
+
+def test_web_answers_say_cache_and_cpu(store):
+    """With a search cache in the serving process, a plan's answer says whether its shape was
+    cached (X-Gpuplan-Search-Cache) and every answer gives the server's CPU time
+    (Server-Timing); the cached answer equals the computed one."""
+    from starlette.testclient import TestClient
+
+    from gpuplan.web.app import create_app
+
+    client = TestClient(create_app(), raise_server_exceptions=False)
+    body = {"model": "llama3-8b", "gpu": ["h100-sxm"], "max_gpus": 64, "tokens": "1T"}
+    first = client.post("/api/plan", json=body)
+    second = client.post("/api/plan", json={**body, "tokens": "2T", "deadline_days": 60})
+    third = client.post("/api/plan", json=body)
+    assert [r.headers.get("x-gpuplan-search-cache") for r in (first, second, third)] == [
+        "miss", "hit", "hit"]
+    a, b = first.json(), third.json()
+    a.pop("elapsed_s"), b.pop("elapsed_s")  # the search's own wall time
+    assert a == b
+    est = client.post("/api/estimate", json={"model": "llama3-8b", "gpu": "h100-sxm",
+                                             "gpus": 8})
+    assert "x-gpuplan-search-cache" not in est.headers
+    for r in (first, second, est):
+        assert r.status_code == 200
+        assert float(r.headers["server-timing"].split("dur=")[1]) > 0
