@@ -296,9 +296,15 @@ def _data_parallel_comm(c: _Ctx, params: Any, compute_s: Any) -> dict[str, tuple
         reduce = np.where(hsdp, h_sync, reduce)
         gather = np.where(hsdp, 0.0, gather)
         gathers = np.where(hsdp, h_gathers, gathers)
+    # ZeRO-3/FSDP reduce-scatters every micro-batch's gradients (no unsharded accumulation:
+    # PyTorch FSDP reduces in each backward unless no_sync keeps full gradients, Zhao et al.
+    # 2023, arXiv 2304.11277, section 3.2; FSDP2 likewise by default), each hidden behind its
+    # own backward; only the last micro-batch's last bucket is exposed.
+    per_step = np.where(c.zero >= 3, c.m, 1.0)
+    reduce = reduce * per_step
     per_mb = compute_s / c.m
-    tail = (buckets - 1.0) / buckets  # share of a reduction that can overlap at all
-    return {"dp_reduce": (reduce, np.minimum(comm.DP_OVERLAP * per_mb * 2.0 / 3.0,
+    tail = 1.0 - 1.0 / (buckets * per_step)  # share of the reductions that can overlap at all
+    return {"dp_reduce": (reduce, np.minimum(comm.DP_OVERLAP * per_mb * per_step * 2.0 / 3.0,
                                              reduce * tail)),
             "dp_param_gather": (gather, np.minimum(comm.DP_OVERLAP * per_mb / 3.0,
                                                    gather * tail)),

@@ -221,8 +221,10 @@ def _data_parallel(c: dict[str, Any], p: dict[str, Any]) -> list[tuple[float, fl
     if 0 < c["sg"] < dp * c["cp"]:  # a group of all dp*cp ranks is plain ZeRO (timing)
         reduce, gathers = _hsdp(c, params, links)
         gather = 0.0
-    per_mb, tail = p["compute_s"] / c["m"], (b - 1.0) / b
-    return [(reduce, mn(comm.DP_OVERLAP * per_mb * 2.0 / 3.0, reduce * tail)),
+    k = c["m"] if z >= 3 else 1.0  # timing: ZeRO-3 reduce-scatters every micro-batch
+    reduce = reduce * k
+    per_mb, tail = p["compute_s"] / c["m"], 1.0 - 1.0 / (b * k)
+    return [(reduce, mn(comm.DP_OVERLAP * per_mb * k * 2.0 / 3.0, reduce * tail)),
             (gather, mn(comm.DP_OVERLAP * per_mb / 3.0, gather * tail)),
             (gathers, comm.ZERO3_OVERLAP * p["compute_s"])]
 
