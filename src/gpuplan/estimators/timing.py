@@ -303,8 +303,10 @@ def _data_parallel_comm(c: _Ctx, params: Any, compute_s: Any) -> dict[str, tuple
     # 2023, arXiv 2304.11277, section 3.2; FSDP2 likewise by default), each hidden behind its
     # own backward; only the last micro-batch's last bucket is exposed. HSDP's all-reduce
     # across the replicas stays once per step (FSDP2's set_requires_all_reduce(False) on all
-    # but the last micro-batch).
-    per_step = np.where(c.zero >= 3, c.m, 1.0)
+    # but the last micro-batch). Under pipeline parallelism the stage defers the sync to the
+    # step's last micro-batch (torch.distributed.pipelining's backward_maybe_with_nosync; the
+    # memory model's pp_unsharded_step), so once per step there.
+    per_step = np.where((c.zero >= 3) & (c.pp <= 1), c.m, 1.0)
     reduce = reduce + (per_step - 1.0) * rs_mb
     per_mb = compute_s / c.m
     tail = 1.0 - 1.0 / (buckets * per_step)  # share of the reductions that can overlap at all

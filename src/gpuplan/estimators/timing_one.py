@@ -223,7 +223,7 @@ def _data_parallel(c: dict[str, Any], p: dict[str, Any]) -> list[tuple[float, fl
     if 0 < c["sg"] < dp * c["cp"]:  # a group of all dp*cp ranks is plain ZeRO (timing)
         reduce, gathers, rs_mb = _hsdp(c, params, links)
         gather = 0.0
-    k = c["m"] if z >= 3 else 1.0  # timing: ZeRO-3 reduce-scatters every micro-batch
+    k = c["m"] if z >= 3 and c["pp"] <= 1 else 1.0  # timing: ZeRO-3, every micro-batch
     reduce = reduce + (k - 1.0) * rs_mb
     per_mb, tail = p["compute_s"] / c["m"], 1.0 - 1.0 / (b * k)
     return [(reduce, mn(comm.DP_OVERLAP * per_mb * k * 2.0 / 3.0, reduce * tail)),
