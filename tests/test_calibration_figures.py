@@ -129,7 +129,7 @@ def test_cross_validation_predicts_each_source_without_its_own_runs(results, cv)
 def test_coarse_moe_fit_run_holds_under_cross_validation(cv):
     """Regression guard, out of sample and within the fit set (replacing a guard on a hold-out
     row by id): the 25.11 GB200 DeepSeek-V3 FP8 fit run, predicted by constants refitted
-    without its source, stays within 10% (today -6.0%)."""
+    without its source, stays within 10% (today +3.3%)."""
     run = next(r for r in cv if r.id == "mbridge2511-gb200-deepseekv3-256-fp8")
     assert run.fit == "fit" and abs(run.error_pct) < 10.0
 
@@ -206,3 +206,21 @@ def test_issue12_fp8_gain_on_pairs(cv):
     pairs = fp8_pairs(load_runs(), cv)
     assert len(pairs) >= 2
     assert all(abs(p["error_pct"]) <= FP8_GAIN_TARGET_PCT for p in pairs)
+
+
+MOE_2511_TARGET_PCT = 25.0  # or inside the run's P10-P90 interval
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "not met out of sample: 3 of the 12 25.11 MoE runs are off by more than 25% and outside "
+    "their P10-P90 interval under leave-one-source-out: Qwen3-30B-A3B on 16 H100 (+119.5%) "
+    "and on 8 B200 (+181.7%), Qwen3-235B-A22B on 64 B200 (+72.7%)"))
+def test_issue12_2511_moe_runs_within_25pct_or_their_interval(cat, cv):
+    from gpuplan.calibrate.groups import coverage
+
+    inside = coverage(cat, cv)["inside"]
+    runs = [r for r in cv if r.id.startswith("mbridge2511-") and r.moe]
+    assert len(runs) == 12  # DeepSeek-V3, Qwen3-30B-A3B and Qwen3-235B-A22B, 25.11 tables
+    missed = {r.id: round(r.error_pct, 1) for r in runs
+              if abs(r.error_pct) > MOE_2511_TARGET_PCT and not inside[r.id]}
+    assert not missed, missed

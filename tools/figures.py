@@ -2,8 +2,9 @@
 validate-figures markers) and README.md (the out-of-sample sentence) from what
 `gpuplan validate --json` and `gpuplan validate --cross-validate --json` compute.
 
-    python tools/figures.py          # rewrite both files
-    python tools/figures.py --check  # exit 1 if either quotes other figures
+    python tools/figures.py             # rewrite both files
+    python tools/figures.py --check     # exit 1 if either quotes other figures
+    python tools/figures.py --doc-only  # docs/calibration.md only (README.md is the lead's)
 
 tests/test_calibration_figures.py checks the same figures; this script only saves the typing.
 """
@@ -60,7 +61,10 @@ def main() -> int:
     if "--check" in sys.argv:
         return int(new_doc != text or new_readme != rtext)
     doc.write_text(new_doc, encoding="utf-8")
-    readme.write_text(new_readme, encoding="utf-8")
+    if "--doc-only" in sys.argv:
+        print("README.md not written; its sentence would read:\n" + readme_sentence(f))
+    else:
+        readme.write_text(new_readme, encoding="utf-8")
     for k, v in f.items():
         print(f"{k:45s} {v[0]:14s} {v[1]:4d} {v[2]:>7s} {v[3]:>8s}")
     return 0

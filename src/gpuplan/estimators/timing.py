@@ -291,14 +291,26 @@ def _data_parallel_comm(c: _Ctx, params: Any, compute_s: Any) -> dict[str, tuple
     # HSDP: sharded inside the shard group, replicated across the groups; a group of all
     # dp*cp ranks is plain ZeRO (no replicas), so it takes the bucketed path above exactly
     hsdp = (c.sg > 0) & (c.sg < c.dp * c.cp)
+    rs_mb = reduce  # one micro-batch's gradient reduce-scatter (ZeRO-3 below)
     if np.any(hsdp):  # its sync (reduce-scatter in the group + all-reduce across) as one part
-        h_sync, h_gathers = _hsdp_comm(c, params)
+        h_sync, h_gathers, h_rs = _hsdp_comm(c, params)
         reduce = np.where(hsdp, h_sync, reduce)
+        rs_mb = np.where(hsdp, h_rs, rs_mb)
         gather = np.where(hsdp, 0.0, gather)
         gathers = np.where(hsdp, h_gathers, gathers)
+    # ZeRO-3/FSDP reduce-scatters every micro-batch's gradients (no unsharded accumulation:
+    # PyTorch FSDP reduces in each backward unless no_sync keeps full gradients, Zhao et al.
+    # 2023, arXiv 2304.11277, section 3.2; FSDP2 likewise by default), each hidden behind its
+    # own backward; only the last micro-batch's last bucket is exposed. HSDP's all-reduce
+    # across the replicas stays once per step (FSDP2's set_requires_all_reduce(False) on all
+    # but the last micro-batch). Under pipeline parallelism the stage defers the sync to the
+    # step's last micro-batch (torch.distributed.pipelining's backward_maybe_with_nosync; the
+    # memory model's pp_unsharded_step), so once per step there.
+    per_step = np.where((c.zero >= 3) & (c.pp <= 1), c.m, 1.0)
+    reduce = reduce + (per_step - 1.0) * rs_mb
     per_mb = compute_s / c.m
-    tail = (buckets - 1.0) / buckets  # share of a reduction that can overlap at all
-    return {"dp_reduce": (reduce, np.minimum(comm.DP_OVERLAP * per_mb * 2.0 / 3.0,
+    tail = 1.0 - 1.0 / (buckets * per_step)  # share of the reductions that can overlap at all
+    return {"dp_reduce": (reduce, np.minimum(comm.DP_OVERLAP * per_mb * per_step * 2.0 / 3.0,
                                              reduce * tail)),
             "dp_param_gather": (gather, np.minimum(comm.DP_OVERLAP * per_mb / 3.0,
                                                    gather * tail)),
@@ -333,8 +345,9 @@ def _bubble_fraction(c: _Ctx) -> Any:
     return np.where(c.schedule == S_DUALPIPE, dual, one_f_one_b)
 
 
-def _hsdp_comm(c: _Ctx, params: Any) -> tuple[Any, Any]:
-    """(gradient sync, ZeRO-3 gathers) per step with an HSDP shard group: the shard group is
+def _hsdp_comm(c: _Ctx, params: Any) -> tuple[Any, Any, Any]:
+    """(gradient sync, ZeRO-3 gathers) per step, and the sync's reduce-scatter inside the group
+    (what ZeRO-3 repeats per micro-batch), with an HSDP shard group: the shard group is
     c.sg of the dp*cp ranks, taken as c.sg / cp data-parallel ranks (exact for cp = 1) at
     stride tp*cp, its replicas at stride tp*cp*group (`comm.hsdp_grad_sync_s`)."""
     group = np.clip(c.sg / c.cp, 1.0, c.dp)
@@ -343,7 +356,8 @@ def _hsdp_comm(c: _Ctx, params: Any) -> tuple[Any, Any]:
     links = (c.up, c.a_up, c.out, c.a_out)
     sync = comm.hsdp_grad_sync_s(params, group, c.dp / group, c.zero, n_in, r_in, *links)
     gathers = comm.zero3_gather_s(params, group, c.zero, c.m, n_in, *links)
-    return sync, gathers
+    rs = comm.hierarchical_rs_s(params * comm.GRAD_REDUCE_BYTES, group, n_in, *links)
+    return sync, gathers, rs
 
 
 def _offload_comm(c: _Ctx, hw: Hardware, host_traffic: Any, compute_s: Any

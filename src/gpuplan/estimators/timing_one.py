@@ -190,7 +190,8 @@ def _model_parallel(model: ModelSpec, c: dict[str, Any], p: dict[str, Any],
             (ep, ep_ov * compute_s), (pp, pp_ov * compute_s)]
 
 
-def _hsdp(c: dict[str, Any], params: float, links: tuple[float, ...]) -> tuple[float, float]:
+def _hsdp(c: dict[str, Any], params: float, links: tuple[float, ...]
+          ) -> tuple[float, float, float]:
     """timing._hsdp_comm with comm.hsdp_grad_sync_s and comm.zero3_gather_s."""
     group = s1.clip(c["sg"] / c["cp"], 1.0, c["dp"])
     n_in = s1.inside(c["tp"] * c["cp"], group, c["domain"])
@@ -201,7 +202,7 @@ def _hsdp(c: dict[str, Any], params: float, links: tuple[float, ...]) -> tuple[f
     ar = s1.hier_ar(grads / group, c["dp"] / group, r_in, *links)
     ag = s1.hier_rs(weights, group, n_in, *links)
     sync = rs + ar + (0.0 if c["zero"] >= 3 else ag)
-    return sync, (2.0 * c["m"] * ag if c["zero"] >= 3 else 0.0)
+    return sync, (2.0 * c["m"] * ag if c["zero"] >= 3 else 0.0), rs
 
 
 def _data_parallel(c: dict[str, Any], p: dict[str, Any]) -> list[tuple[float, float]]:
@@ -218,11 +219,14 @@ def _data_parallel(c: dict[str, Any], p: dict[str, Any]) -> list[tuple[float, fl
     gather = b * s1.hier_rs(weights, dp, n_in, *links) if z in (1, 2) else 0.0
     ag = s1.hier_rs(params * comm.PARAM_GATHER_BYTES, dp, n_in, *links)
     gathers = 2.0 * c["m"] * ag if z >= 3 else 0.0
+    rs_mb = reduce
     if 0 < c["sg"] < dp * c["cp"]:  # a group of all dp*cp ranks is plain ZeRO (timing)
-        reduce, gathers = _hsdp(c, params, links)
+        reduce, gathers, rs_mb = _hsdp(c, params, links)
         gather = 0.0
-    per_mb, tail = p["compute_s"] / c["m"], (b - 1.0) / b
-    return [(reduce, mn(comm.DP_OVERLAP * per_mb * 2.0 / 3.0, reduce * tail)),
+    k = c["m"] if z >= 3 and c["pp"] <= 1 else 1.0  # timing: ZeRO-3, every micro-batch
+    reduce = reduce + (k - 1.0) * rs_mb
+    per_mb, tail = p["compute_s"] / c["m"], 1.0 - 1.0 / (b * k)
+    return [(reduce, mn(comm.DP_OVERLAP * per_mb * k * 2.0 / 3.0, reduce * tail)),
             (gather, mn(comm.DP_OVERLAP * per_mb / 3.0, gather * tail)),
             (gathers, comm.ZERO3_OVERLAP * p["compute_s"])]
 
