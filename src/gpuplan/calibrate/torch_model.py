@@ -8,18 +8,58 @@ What the models save for backward, and why they differ from stock PyTorch where 
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.checkpoint import checkpoint
+from torch.utils.checkpoint import (
+    CheckpointPolicy,
+    checkpoint,
+    create_selective_checkpoint_contexts,
+)
 
 if TYPE_CHECKING:
     from .memory import HarnessConfig
 
-__all__ = ["Model", "make_optimizer", "SavedTensors", "master_step"]
+__all__ = ["Model", "make_optimizer", "SavedTensors", "master_step", "op_sac_context"]
+
+aten = torch.ops.aten
+# torchtitan's per-op SAC save list (torchtitan/models/llama3/infra/parallelize.py, `_save_list`),
+# with the CPU flash kernel added: on CPU, F.scaled_dot_product_attention runs
+# _scaled_dot_product_flash_attention_for_cpu, the counterpart of the CUDA flash op it lists.
+OP_SAC_SAVE = {
+    aten.mm.default,
+    aten._scaled_dot_product_efficient_attention.default,
+    aten._scaled_dot_product_flash_attention.default,
+    aten._scaled_dot_product_flash_attention_for_cpu.default,
+    aten.max.default,
+}
+
+
+def op_sac_context(modes: list[Any]) -> Any:
+    """torchtitan's `selective_ac_option = "op"` policy as a checkpoint `context_fn`: save the
+    ops of OP_SAC_SAVE except every second matmul of the layer (`mm_count % 2 == 0`, counted
+    per checkpointed call), recompute the rest. The forward caching modes go into `modes`,
+    whose `.storage` holds what the policy saved (`SavedTensors` counts it)."""
+
+    def context_fn() -> Any:
+        meta: dict[str, int] = {"forward": 0, "recompute": 0}
+
+        def policy(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
+            mode = "recompute" if ctx.is_recompute else "forward"
+            if func == aten.mm.default:
+                meta[mode] += 1
+            save = func in OP_SAC_SAVE and not (func == aten.mm.default and meta[mode] % 2 == 0)
+            return CheckpointPolicy.MUST_SAVE if save else CheckpointPolicy.PREFER_RECOMPUTE
+
+        fwd, rec = create_selective_checkpoint_contexts(policy)
+        modes.append(fwd)
+        return fwd, rec
+
+    return context_fn
 
 
 class RMSNormFn(torch.autograd.Function):
@@ -108,7 +148,7 @@ class Attention(nn.Module):
         if self.cfg.rotary:
             cos, sin = self.cos.to(x.dtype), self.sin.to(x.dtype)
             q, k = RopeFn.apply(q, cos, sin), RopeFn.apply(k, cos, sin)
-        if self.cfg.checkpoint == "selective":
+        if self.cfg.checkpoint in ("selective", "core_attn+mlp"):  # Megatron's core_attn
             y = checkpoint(self.core, q, k, v, use_reentrant=False)
         else:
             y = self.core(q, k, v)
@@ -139,17 +179,23 @@ class Block(nn.Module):
     def __init__(self, cfg: HarnessConfig) -> None:
         super().__init__()
         self.n1, self.attn, self.n2, self.mlp = norm(cfg), Attention(cfg), norm(cfg), MLP(cfg)
+        # Megatron-LM --recompute-modules mlp: checkpoint the MLP (its input is kept)
+        self.ckpt_mlp = cfg.checkpoint in ("mlp", "core_attn+mlp")
 
     def forward(self, x: Any) -> Any:
         x = x + self.attn(self.n1(x))
-        return x + self.mlp(self.n2(x))
+        y = self.n2(x)
+        return x + (checkpoint(self.mlp, y, use_reentrant=False) if self.ckpt_mlp else self.mlp(y))
 
 
 class Model(nn.Module):
     """Embedding, `cfg.layers` blocks, final norm, LM head and the loss.
 
     `forward` writes the region being run ('embed', 'layers', 'head') into `region[0]`, so that
-    a saved-tensors hook can attribute what is saved to it.
+    a saved-tensors hook can attribute what is saved to it. checkpoint 'full' wraps every
+    `cfg.checkpoint_every`-th layer (torchtitan's selective_ac_option = "k": the k-th, 2k-th,
+    ... layer); 'op' wraps every layer with torchtitan's per-op policy (`op_sac_context`,
+    whose saved outputs are in `self.sac_modes`).
     """
 
     def __init__(self, cfg: HarnessConfig) -> None:
@@ -163,6 +209,16 @@ class Model(nn.Module):
         self.head = nn.Linear(h, cfg.vocab, bias=False)
         if cfg.tied:
             self.head.weight = self.tok.weight
+        self.sac_modes: list[Any] = []
+
+    def _layer(self, i: int, blk: nn.Module, x: Any) -> Any:
+        mode, every = self.cfg.checkpoint, getattr(self.cfg, "checkpoint_every", 1)
+        if mode == "full" and (i + 1) % every == 0:
+            return checkpoint(blk, x, use_reentrant=False)
+        if mode == "op":
+            return checkpoint(blk, x, use_reentrant=False,
+                              context_fn=op_sac_context(self.sac_modes))
+        return blk(x)
 
     def forward(self, idx: Any, targets: Any, region: list[str]) -> Any:
         region[0] = "embed"
@@ -170,9 +226,8 @@ class Model(nn.Module):
         if self.pos is not None:
             x = x + self.pos(torch.arange(idx.shape[1], device=idx.device))
         region[0] = "layers"
-        full = self.cfg.checkpoint == "full"
-        for blk in self.blocks:
-            x = checkpoint(blk, x, use_reentrant=False) if full else blk(x)
+        for i, blk in enumerate(self.blocks):
+            x = self._layer(i, blk, x)
         region[0] = "head"
         logits = self.head(self.norm(x))
         return F.cross_entropy(logits.float().view(-1, self.cfg.vocab), targets.view(-1))
@@ -198,6 +253,7 @@ class SavedTensors:
                                                                *model.buffers()]}
         self.region = ["embed"]
         self.seen: dict[int, tuple[str, int]] = {}
+        self.sac_modes: list[Any] = getattr(model, "sac_modes", [])
 
     def pack(self, t: Any) -> Any:
         st = t.untyped_storage()
@@ -205,8 +261,25 @@ class SavedTensors:
             self.seen[st.data_ptr()] = (self.region[0], st.nbytes())
         return t
 
+    @contextlib.contextmanager
     def hooks(self) -> Any:
-        return torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t)
+        """Count what the forward inside saves; on exit (before backward consumes it) add
+        what selective-checkpoint policies saved."""
+        with torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t):
+            yield self
+        self.sac_saved()
+
+    def sac_saved(self) -> None:
+        """Add what selective-checkpoint policies saved (outside saved_tensors_hooks: in the
+        caching modes' storage) to the layers, each storage once."""
+        for mode in self.sac_modes:
+            for per_key in mode.storage.values():
+                for out in per_key.values():
+                    for t in torch.utils._pytree.tree_leaves(out):
+                        t = getattr(t, "val", t)
+                        if torch.is_tensor(t):
+                            self.region[0] = "layers"
+                            self.pack(t)
 
     def by_region(self) -> dict[str, int]:
         seen = self.seen.values()
