@@ -24,7 +24,8 @@ from torch.utils.checkpoint import (
 if TYPE_CHECKING:
     from .memory import HarnessConfig
 
-__all__ = ["Model", "make_optimizer", "SavedTensors", "master_step", "op_sac_context"]
+__all__ = ["Model", "make_optimizer", "SavedTensors", "master_step", "op_sac_context",
+           "LoRALinear", "add_lora", "LORA_TARGETS", "MainGrad", "dist_opt_shard"]
 
 aten = torch.ops.aten
 # torchtitan's per-op SAC save list (torchtitan/models/llama3/infra/parallelize.py, `_save_list`),
@@ -294,3 +295,94 @@ def master_step(opt: Any, params: list[Any], master: list[Any]) -> None:
     for p, m in zip(params, master, strict=True):
         m.grad = None
         p.data.copy_(m.data)
+
+
+# --- fine-tuning: a hand-written LoRA adapter (#15) --------------------------------------------
+LORA_TARGETS = {"attn": ("wq", "wk", "wv", "wo"), "mlp": ("w1", "w2", "w3")}
+
+
+class LoRALinear(nn.Module):
+    """PEFT's LoRA `Linear.forward` (peft 0.21, tuners/lora/layer.py) for lora_dropout = 0:
+    y = base(x) + B(A(x cast to the adapter dtype)) * alpha / r, the result cast back to the
+    base's dtype; base frozen, A and B in fp32 (PEFT's autocast_adapter_dtype=True), B zero.
+    Each adapter casts its own copy of its input, so three q/k/v adapters keep three copies
+    (`tests_torch` checks this against PEFT itself when it is installed)."""
+
+    def __init__(self, base: nn.Linear, r: int, alpha: float = 16.0) -> None:
+        super().__init__()
+        self.base = base.requires_grad_(False)
+        self.lora_A = nn.Linear(base.in_features, r, bias=False, dtype=torch.float32)
+        self.lora_B = nn.Linear(r, base.out_features, bias=False, dtype=torch.float32)
+        nn.init.zeros_(self.lora_B.weight)
+        self.scaling = alpha / r
+
+    def forward(self, x: Any) -> Any:
+        y = self.base(x)
+        xa = x.to(self.lora_A.weight.dtype)
+        return (y + self.lora_B(self.lora_A(xa)) * self.scaling).to(y.dtype)
+
+
+def add_lora(model: nn.Module, r: int, targets: str) -> nn.Module:
+    """Freeze `model` and put a LoRALinear on each target matrix ('attn', 'mlp' or 'all')."""
+    model.requires_grad_(False)
+    names = LORA_TARGETS["attn"] + LORA_TARGETS["mlp"] if targets == "all" else LORA_TARGETS[
+        targets]
+    for blk in model.blocks:
+        for part in (blk.attn, blk.mlp):
+            for name in names:
+                if isinstance(getattr(part, name, None), nn.Linear):
+                    setattr(part, name, LoRALinear(getattr(part, name), r))
+    return model
+
+
+# --- gradient buffers as the stacks keep them (#11) --------------------------------------------
+def _pad(n: int, k: int) -> int:
+    return -(-n // k) * k
+
+
+class MainGrad:
+    """Megatron-LM's contiguous gradient buffer (megatron/core/distributed/
+    param_and_grad_buffer.py): one flat `dtype` tensor over every parameter, each parameter's
+    `main_grad` a view into it; backward's half-precision `.grad` is added into it and freed
+    (the post-accumulate hook stands in for Megatron's grad-accumulation fusion). With the
+    distributed optimizer each parameter starts at a multiple of 64 elements and the buffer
+    ends at a multiple of lcm(dp, 128) (`_pad_start_of_param_if_needed`,
+    `_pad_end_of_bucket_if_needed`)."""
+
+    def __init__(self, params: list[Any], dtype: Any, dp: int = 0) -> None:
+        starts, n = [], 0
+        for p in params:
+            n = _pad(n, 64) if dp else n
+            starts.append(n)
+            n += p.numel()
+        self.buffer = torch.zeros(_pad(n, math.lcm(dp, 128)) if dp else n, dtype=dtype)
+        for p, o in zip(params, starts, strict=True):
+            p.main_grad = self.buffer[o:o + p.numel()].view_as(p)
+            p.register_post_accumulate_grad_hook(self._accumulate)
+
+    @staticmethod
+    def _accumulate(p: Any) -> None:
+        p.main_grad.add_(p.grad)
+        p.grad = None
+
+
+def dist_opt_shard(buffer: Any, params: list[Any], dp: int, rank: int, lr: float = 1e-3
+                   ) -> tuple[Any, Any]:
+    """Megatron-LM's distributed optimizer on rank `rank` of `dp`, on one process: the fp32
+    main parameters of this rank's 1/dp range of the flat buffer, their AdamW state, one step
+    on the range's gradients; returns (main-parameter shard, optimizer)."""
+    size = buffer.numel() // dp
+    lo = rank * size
+    flat = torch.zeros(buffer.numel(), dtype=torch.float32)
+    o = 0
+    for p in params:  # the parameters' values at their buffer offsets (the param buffer)
+        o = _pad(o, 64)
+        flat[o:o + p.numel()] = p.detach().float().reshape(-1)
+        o += p.numel()
+    main = flat[lo:lo + size].clone().requires_grad_(True)
+    del flat
+    opt = torch.optim.AdamW([main], lr=lr)
+    main.grad = buffer[lo:lo + size].float()
+    opt.step()
+    main.grad = None
+    return main, opt
