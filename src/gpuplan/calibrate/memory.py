@@ -231,6 +231,11 @@ def default_grid(device: str = "cpu") -> list[HarnessConfig]:
         HarnessConfig(arch="llama", checkpoint="full", precision="bf16", optimizer="sgd"),
         HarnessConfig(arch="gpt", optimizer="adafactor"),
         HarnessConfig(arch="llama", kv_heads=2, precision="bf16", optimizer="adafactor"),
+        HarnessConfig(arch="llama", kv_heads=2, attention="sdpa", checkpoint="op", rotary=True),
+        HarnessConfig(arch="gpt", attention="sdpa", checkpoint="op", precision="bf16"),
+        HarnessConfig(arch="llama", kv_heads=2, checkpoint="mlp"),
+        HarnessConfig(arch="gpt", checkpoint="core_attn+mlp", precision="bf16"),
+        HarnessConfig(arch="llama", layers=4, checkpoint="full", checkpoint_every=2),
     ]
     return [replace(c, device=device) for c in base]
 

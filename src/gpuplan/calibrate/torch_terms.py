@@ -188,16 +188,24 @@ def _peft(model: Any, r: int, targets: str) -> Any:
 def lora_terms(r: int, targets: str, autocast: bool = True,
                cfg: HarnessConfig = LORA_CFG) -> list[Term]:
     """LoRA terms of the estimate against `lora_measure` (the hand-written adapters)."""
+    from ..estimators.memory import layer_recompute_transient_bytes
     from ..workload import finetune_spec, with_finetune
 
     m = lora_measure(cfg, r, targets, autocast)
-    spec = cfg.model_spec()
+    spec, lay = cfg.model_spec(), cfg.layout()
     ft = finetune_spec(spec, method="lora", lora_rank=r, lora_targets=targets)
-    bd = _breakdown(with_finetune(spec, ft), cfg.layout())
-    check = f"lora r={r} {targets} {'autocast' if autocast else 'no-autocast'}"
-    return [Term(check=check, term=k, measured=m[k], predicted=float(getattr(bd, k)))
-            for k in ("base_weights", "adapter_weights", "gradients", "adapter_optimizer",
-                      "activations")]
+    bd = _breakdown(with_finetune(spec, ft), lay)
+    # saved tensors only: the estimate's activations less the working set of recomputing a layer
+    work = layer_recompute_transient_bytes(
+        spec, recompute=lay.recompute, recompute_modules=lay.recompute_modules,
+        recompute_every=lay.recompute_every, seq_len=lay.seq_len, micro_batch=lay.micro_batch,
+        precision=lay.precision, flash=lay.flash)
+    pred = {k: float(getattr(bd, k)) for k in ("base_weights", "adapter_weights", "gradients",
+                                                "adapter_optimizer")}
+    pred["activations"] = float(bd.activations) - float(work)
+    check = (f"lora r={r} {targets} {'autocast' if autocast else 'no-autocast'}"
+             f"{'' if cfg.checkpoint == 'none' else ' ckpt=' + cfg.checkpoint}")
+    return [Term(check=check, term=k, measured=m[k], predicted=v) for k, v in pred.items()]
 
 
 NF4_CFG = HarnessConfig(arch="llama", hidden=1024, heads=8, kv_heads=2, ffn=2816, vocab=256,
@@ -255,6 +263,7 @@ def all_terms() -> list[Term]:
     for targets in ("attn", "mlp", "all"):
         out += lora_terms(8, targets)
     out += lora_terms(8, "all", autocast=False)
+    out += lora_terms(8, "all", cfg=replace(LORA_CFG, checkpoint="full"))
     return out + nf4_terms()
 
 
