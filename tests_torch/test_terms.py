@@ -139,3 +139,15 @@ def test_cli_prints_every_term(capsys):
     assert tt.main([]) == 0
     out = capsys.readouterr().out
     assert "dist-opt dp=4" in out and "qlora nf4" in out and out.count("activations") >= 4
+
+
+def test_qlora_saves_what_lora_saves():
+    """With a bitsandbytes NF4 base (CPU), the layers save exactly what a bf16 base with the
+    same adapters saves: MatMul4Bit keeps only the packed weight and dequantizes it again in
+    backward, so the 16-bit copy is a transient, not a saved activation (the estimate counts
+    it in the working set, `finetune.dequant_bytes`)."""
+    pytest.importorskip("bitsandbytes")
+    qlora = tt.lora_measure(tt.LORA_CFG, 8, "all", True, nf4=True)
+    lora = tt.lora_measure(tt.LORA_CFG, 8, "all", True)
+    assert qlora["activations"] == lora["activations"]
+    assert qlora["head_activations"] == lora["head_activations"]

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from .memory import HarnessConfig
 
 __all__ = ["Model", "make_optimizer", "SavedTensors", "master_step", "op_sac_context",
-           "LoRALinear", "add_lora", "LORA_TARGETS", "MainGrad", "dist_opt_shard"]
+           "LoRALinear", "add_lora", "quantize_base", "LORA_TARGETS", "MainGrad",
+           "dist_opt_shard"]
 
 aten = torch.ops.aten
 # torchtitan's per-op SAC save list (torchtitan/models/llama3/infra/parallelize.py, `_save_list`),
@@ -332,6 +333,28 @@ def add_lora(model: nn.Module, r: int, targets: str) -> nn.Module:
             for name in names:
                 if isinstance(getattr(part, name, None), nn.Linear):
                     setattr(part, name, LoRALinear(getattr(part, name), r))
+    return model
+
+
+def quantize_base(model: nn.Module) -> nn.Module:
+    """QLoRA's base: every layer matrix becomes bitsandbytes' Linear4bit in NF4 with double
+    quantization and blocks of 64, computing in bf16 (transformers' BitsAndBytesConfig with
+    load_in_4bit, bnb_4bit_quant_type='nf4', bnb_4bit_use_double_quant); embeddings, norms
+    and the LM head stay bf16. Needs bitsandbytes (not a dependency of gpuplan)."""
+    import bitsandbytes as bnb
+
+    for blk in model.blocks:
+        for part in (blk.attn, blk.mlp):
+            for name, lin in list(part.named_children()):
+                if not isinstance(lin, nn.Linear):
+                    continue
+                q = bnb.nn.Linear4bit(lin.in_features, lin.out_features, bias=False,
+                                      compute_dtype=torch.bfloat16, compress_statistics=True,
+                                      quant_type="nf4")
+                q.weight = bnb.nn.Params4bit(lin.weight.data, requires_grad=False,
+                                             compress_statistics=True, quant_type="nf4",
+                                             blocksize=64).to(lin.weight.device)
+                setattr(part, name, q)
     return model
 
 

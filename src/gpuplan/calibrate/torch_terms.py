@@ -140,16 +140,20 @@ LORA_CFG = HarnessConfig(arch="llama", kv_heads=2, precision="bf16", attention="
 
 
 def lora_measure(cfg: HarnessConfig, r: int, targets: str, autocast: bool,
-                 peft: bool = False) -> dict[str, int]:
+                 peft: bool = False, nf4: bool = False) -> dict[str, int]:
     """One LoRA step on a frozen bf16 model: bytes of each model-state part and of the
     activations saved per region. `peft`: PEFT's own adapters (inject_adapter_in_model,
-    fp32 as PEFT's autocast_adapter_dtype makes them) instead of `torch_model.LoRALinear`."""
+    fp32 as PEFT's autocast_adapter_dtype makes them) instead of `torch_model.LoRALinear`;
+    `nf4`: QLoRA, the layer matrices in bitsandbytes' NF4 (`torch_model.quantize_base`; the
+    model-state figures then leave out the quantization state, see `nf4_terms`)."""
     import torch
 
     from . import torch_model as tm
 
     torch.manual_seed(cfg.seed)
     model = tm.Model(cfg).to(torch.bfloat16)
+    if nf4:
+        tm.quantize_base(model)
     if peft:
         model = _peft(model, r, targets)
     else:
