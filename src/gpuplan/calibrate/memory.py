@@ -26,8 +26,11 @@ The models match what the estimate assumes; where they differ, on purpose:
   flash kernel, which saves q, k, v (compact with enable_gqa), the output (laid out so that the
   out-projection's input is the same storage) and fp32 log-sum-exp statistics (b*a*s floats):
   exactly what the estimate assumes for flash attention;
-- checkpoint 'full' wraps each layer in torch.utils.checkpoint (non-reentrant): only the layer
-  input is saved; 'selective' checkpoints the core attention (scores, softmax, weighted sum).
+- checkpoint 'full' wraps each layer (every `checkpoint_every`-th) in torch.utils.checkpoint
+  (non-reentrant): only the layer input is saved; 'selective' checkpoints the core attention
+  (scores, softmax, weighted sum); 'mlp' and 'core_attn+mlp' checkpoint those modules
+  (Megatron-LM --recompute-modules); 'op' runs torchtitan's per-op policy through selective
+  checkpointing (`torch_model.op_sac_context`), whose saved outputs are counted too.
   The recompute working set in backward is not a saved tensor; on CUDA the peak
   (`torch.cuda.max_memory_allocated`) includes it.
 """

@@ -1,7 +1,9 @@
 """The PyTorch side of the memory harness: the small GPT / Llama models and one training step.
 
-Imported only inside the harness functions of `calibrate.memory`, so that importing
-`gpuplan.calibrate.memory` does not import torch (an optional dependency: the `bench` extra).
+Imported only inside the harness functions of `calibrate.memory` and `calibrate.torch_terms`,
+so that importing them does not import torch (an optional dependency: the `bench` extra).
+Also here: the hand-written LoRA adapter, the NF4 base (bitsandbytes, optional), Megatron's
+gradient buffer and distributed-optimizer shard that `torch_terms` measures.
 What the models save for backward, and why they differ from stock PyTorch where they do, is in
 `calibrate.memory`'s docstring.
 """
