@@ -3,9 +3,14 @@
 The issue allows 3% for weights/gradients/optimizer and 10% for activations. On this grid we
 reach: weights and gradients exact, optimizer state within 0.33% (fp32 Adafactor, whose state is
 so small that the 4-byte `step` counters show; < 0.01% otherwise), layer activations within
-0.2%, head activations within 0.8%. We assert 0.5%, 1% and 2%: the only things the estimate
-leaves out are those `step` counters, norm statistics (s*b floats per norm) and the integer
-targets saved by the loss, all shrinking as 1/hidden.
+0.4% (torchtitan's per-op SAC exactly; Megatron's core_attn+mlp modules -0.39%, the norm
+statistics being a larger share of what that mode keeps), head activations within 0.8%. We
+assert 0.5%, 1% and 2%: the only things the estimate leaves out are those `step` counters,
+norm statistics (s*b floats per norm) and the integer targets saved by the loss, all shrinking
+as 1/hidden. Recompute modes on the grid: none, selective (core attention), full (every layer
+and every 2nd), op (torchtitan `selective_ac_option = "op"`, its own policy run through
+torch.utils.checkpoint's selective checkpointing) and Megatron-LM's recompute modules mlp and
+core_attn+mlp.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from gpuplan.calibrate.memory import (  # noqa: E402
 
 GRID = default_grid()
 STATE_TOL = 0.005  # reached 0.0033 (fp32 Adafactor), < 0.0001 otherwise
-ACT_TOL = 0.01  # reached 0.002
+ACT_TOL = 0.01  # reached 0.0039 (core_attn+mlp), 0.002 otherwise
 HEAD_TOL = 0.02  # reached 0.008
 
 
@@ -47,7 +52,8 @@ def test_model_state_within_half_percent(cfg, results):
 @pytest.mark.parametrize("cfg", GRID, ids=[c.label() for c in GRID])
 def test_layer_activations_within_one_percent(cfg, results):
     """Bytes saved for backward by the transformer layers (each storage once) predicted within 1%
-    (issue tolerance 10%): fp32/bf16, GELU/SwiGLU, MHA/GQA, explicit/flash, recompute modes."""
+    (issue tolerance 10%): fp32/bf16, GELU/SwiGLU, MHA/GQA, explicit/flash, recompute modes
+    none, selective, full (every k-th layer), op and Megatron's modules."""
     err = results[cfg.label()]["rel_error"]["layer_activation_bytes"]
     assert abs(err) < ACT_TOL, err
 

@@ -26,8 +26,11 @@ The models match what the estimate assumes; where they differ, on purpose:
   flash kernel, which saves q, k, v (compact with enable_gqa), the output (laid out so that the
   out-projection's input is the same storage) and fp32 log-sum-exp statistics (b*a*s floats):
   exactly what the estimate assumes for flash attention;
-- checkpoint 'full' wraps each layer in torch.utils.checkpoint (non-reentrant): only the layer
-  input is saved; 'selective' checkpoints the core attention (scores, softmax, weighted sum).
+- checkpoint 'full' wraps each layer (every `checkpoint_every`-th) in torch.utils.checkpoint
+  (non-reentrant): only the layer input is saved; 'selective' checkpoints the core attention
+  (scores, softmax, weighted sum); 'mlp' and 'core_attn+mlp' checkpoint those modules
+  (Megatron-LM --recompute-modules); 'op' runs torchtitan's per-op policy through selective
+  checkpointing (`torch_model.op_sac_context`), whose saved outputs are counted too.
   The recompute working set in backward is not a saved tensor; on CUDA the peak
   (`torch.cuda.max_memory_allocated`) includes it.
 """
@@ -38,7 +41,22 @@ import argparse
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ..spec import ADAFACTOR, ADAMW, BF16, FP32, R_FULL, R_NONE, R_SELECTIVE, SGD, Layout, ModelSpec
+from ..spec import (
+    ADAFACTOR,
+    ADAMW,
+    BF16,
+    FP32,
+    M_CORE_ATTN,
+    M_MLP,
+    R_FULL,
+    R_MODULES,
+    R_NONE,
+    R_OP,
+    R_SELECTIVE,
+    SGD,
+    Layout,
+    ModelSpec,
+)
 
 __all__ = ["HarnessConfig", "measure", "predict", "compare", "default_grid", "main"]
 
@@ -59,7 +77,10 @@ class HarnessConfig:
     precision: str = "fp32"  # 'fp32' or 'bf16'
     optimizer: str = "adamw"  # 'adamw', 'sgd' (momentum 0.9) or 'adafactor' (torch.optim)
     attention: str = "explicit"  # 'explicit' (softmax saved) or 'sdpa' (flash kernel)
-    checkpoint: str = "none"  # 'none', 'selective' (core attention) or 'full' (each layer)
+    # 'none', 'selective' (core attention), 'full' (every checkpoint_every-th layer), 'op'
+    # (torchtitan per-op SAC), 'mlp' / 'core_attn+mlp' (Megatron-LM --recompute-modules)
+    checkpoint: str = "none"
+    checkpoint_every: int = 1
     rotary: bool = False
     tied: bool = False
     device: str = "cpu"
@@ -82,8 +103,11 @@ class HarnessConfig:
         )
 
     def layout(self) -> Layout:
-        rc = {"none": R_NONE, "selective": R_SELECTIVE, "full": R_FULL}[self.checkpoint]
+        rc, mods = {"none": (R_NONE, 1), "selective": (R_SELECTIVE, 1), "full": (R_FULL, 1),
+                    "op": (R_OP, 1), "mlp": (R_MODULES, M_MLP),
+                    "core_attn+mlp": (R_MODULES, M_CORE_ATTN | M_MLP)}[self.checkpoint]
         return Layout(
+            recompute_modules=mods, recompute_every=self.checkpoint_every,
             micro_batch=self.micro_batch, global_batch=self.micro_batch, seq_len=self.seq_len,
             recompute=rc, precision=FP32 if self.precision == "fp32" else BF16,
             optimizer={"adamw": ADAMW, "sgd": SGD, "adafactor": ADAFACTOR}[self.optimizer],
@@ -93,7 +117,12 @@ class HarnessConfig:
     def label(self) -> str:
         kv = f"gqa{self.n_kv}" if self.n_kv != self.heads else "mha"
         return (f"{self.arch} {self.precision} {self.optimizer} {self.attention} {kv} "
-                f"ckpt={self.checkpoint}{' rope' if self.rotary else ''}")
+                f"ckpt={self.checkpoint}{_every(self.checkpoint_every)}"
+                f"{' rope' if self.rotary else ''}")
+
+
+def _every(k: int) -> str:
+    return f"/{k}" if k > 1 else ""
 
 
 def _nbytes(tensors: Any) -> int:
@@ -164,7 +193,9 @@ def predict(cfg: HarnessConfig) -> dict[str, Any]:
     ada = (cfg.seq_len + cfg.hidden) / pos if pos else 0.0
     wb, gb, ob = (float(x) for x in model_state_bytes_per_param(lay.precision, lay.optimizer, ada))
     kw = dict(seq_len=cfg.seq_len, micro_batch=cfg.micro_batch, precision=lay.precision)
-    per_layer = layer_activation_bytes(spec, flash=lay.flash, recompute=lay.recompute, **kw)
+    per_layer = layer_activation_bytes(spec, flash=lay.flash, recompute=lay.recompute,
+                                       recompute_modules=lay.recompute_modules,
+                                       recompute_every=lay.recompute_every, **kw)
     saved, _live = logits_bytes(spec, **kw)
     return {
         "params": spec.total_params() + pos,
@@ -203,6 +234,11 @@ def default_grid(device: str = "cpu") -> list[HarnessConfig]:
         HarnessConfig(arch="llama", checkpoint="full", precision="bf16", optimizer="sgd"),
         HarnessConfig(arch="gpt", optimizer="adafactor"),
         HarnessConfig(arch="llama", kv_heads=2, precision="bf16", optimizer="adafactor"),
+        HarnessConfig(arch="llama", kv_heads=2, attention="sdpa", checkpoint="op", rotary=True),
+        HarnessConfig(arch="gpt", attention="sdpa", checkpoint="op", precision="bf16"),
+        HarnessConfig(arch="llama", kv_heads=2, checkpoint="mlp"),
+        HarnessConfig(arch="gpt", checkpoint="core_attn+mlp", precision="bf16"),
+        HarnessConfig(arch="llama", layers=4, checkpoint="full", checkpoint_every=2),
     ]
     return [replace(c, device=device) for c in base]
 
