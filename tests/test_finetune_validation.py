@@ -59,14 +59,13 @@ def test_memory_rows_compare_the_measured_kind(ft_results):
     assert [r.memory_kind for r in lora] == ["allocated", "reserved"]
 
 
-@pytest.mark.xfail(strict=True, reason="memory misses the 10% median target: 11% median over 23 "
-                   "rows (torchtune +10% to +38%, Answer.AI -28% to +11%). Allocated rows are "
-                   "all over-predicted: memory.py counts the loss's logits and a layer's "
-                   "recompute working set as alive together; counting their max in `allocated` "
-                   "(they are alive at different times) gives 9% (report of #15). Validation "
-                   "only, nothing fitted.")
 def test_finetune_memory_median_within_10_percent(ft_results):
-    assert summary(ft_results)["memory"]["median_abs_error"] <= 0.10
+    """Issue #15 target, met: fine-tuning memory within 10% median over the 23 rows (today
+    9.1%, worst 30%: torchtune +5% to +30%, Answer.AI -28% to +9%). The allocated peak holds
+    max(loss phase, layer-backward working set), not their sum (memory.py's `loss_overlap`);
+    before that rule the median was 11%. Validation only, nothing fitted."""
+    s = summary(ft_results)["memory"]
+    assert s["runs"] >= 20 and s["median_abs_error"] <= 0.10
 
 
 def test_cli_prints_each_run(run_cli):

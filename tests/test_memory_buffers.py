@@ -7,7 +7,7 @@ from gpuplan import api
 from gpuplan.catalog import load_catalog
 from gpuplan.estimators import buffers
 from gpuplan.estimators.memory import memory_breakdown
-from gpuplan.spec import BF16, FP8, STACKS, Layout
+from gpuplan.spec import BF16, FP8, R_FULL, R_NONE, STACKS, Layout
 from gpuplan.units import GiB
 
 MEGATRON, TORCHTITAN, FSDP = (STACKS.index(s) for s in ("megatron", "torchtitan", "fsdp"))
@@ -75,12 +75,28 @@ def test_allocated_reserved_total_and_buffers_sum(stacks, model):
     bd = memory_breakdown(model, lay, stacks=stacks, **KW)
     parts = sum(np.asarray(v) for v in bd.parts().values())
     np.testing.assert_allclose(parts, bd.total, rtol=1e-12)
-    np.testing.assert_allclose(bd.reserved, bd.allocated * 1.1, rtol=1e-12)
+    # reserved holds the loss and the layer-backward phases both; allocated their max
+    np.testing.assert_allclose(bd.reserved, (bd.allocated + bd.loss_overlap) * 1.1, rtol=1e-12)
     np.testing.assert_allclose(bd.total, bd.reserved + 1.5 * GiB, rtol=1e-12)
     s = bd.summary()
     other = s["total"] - s["weights"] - s["gradients"] - s["optimizer"] - s["activations"]
     np.testing.assert_allclose(sum(np.asarray(v) for v in bd.buffer_lines().values()),
                                other, rtol=1e-12)
+
+
+def test_allocated_holds_the_larger_of_loss_and_layer_backward(stacks, model):
+    """The loss's tensors are freed before the last layer's backward (and its recompute) builds
+    its working set: allocated = the tensor parts - min(logits, working set); reserved keeps
+    both (the caching allocator keeps the freed blocks). Full recompute: the working set is a
+    whole layer's activations less its stored input; without recompute there is none."""
+    full = memory_breakdown(model, Layout(recompute=R_FULL, global_batch=8), stacks=stacks, **KW)
+    none = memory_breakdown(model, Layout(recompute=R_NONE, global_batch=8), stacks=stacks, **KW)
+    for bd in (full, none):
+        tensors = sum(float(v) for k, v in bd.parts().items() if k != "overhead")
+        assert float(bd.reserved) == pytest.approx(1.1 * tensors, rel=1e-12)
+        assert float(bd.allocated) == pytest.approx(tensors - float(bd.loss_overlap), rel=1e-12)
+    assert float(none.loss_overlap) == 0.0
+    assert 0.0 < float(full.loss_overlap) <= float(full.logits)
 
 
 def test_estimate_json_explains_other():

@@ -61,9 +61,22 @@ Conventions and sources (each formula is repeated beside its function):
   `layer_activation_bytes`.
 - Offload (optimizer, params, grads, activations; `recompute.py`) moves bytes to `offloaded`.
 - Buffers by software stack (`Layout.stack`): see buffers.py (data/memory.toml).
+- Loss phase and layer-backward phase (the peaks of torch's caching allocator; no constant is
+  fitted). The loss's tensors (`logits`: the 16-bit logits, the fp32 log-softmax and its copies,
+  the logits' gradient) are freed once the LM head's backward has run, before the last layer's
+  backward (and, under recompute, its re-run forward) builds that layer's working set (the
+  transient, non-stored activations of the layer in backward, within `activations`). So the
+  allocated peak (torch.cuda.max_memory_allocated) holds the stored parts (weights, gradients,
+  optimizer, ZeRO buffers, the stored activations of the in-flight micro-batches) plus
+  max(logits, working set): `allocated` = the tensor parts - `loss_overlap`, with
+  `loss_overlap` = min(logits, working set). The reserved peak holds both: the caching
+  allocator keeps the freed logits' blocks cached rather than returning them to the device,
+  and the working set's blocks, of other sizes, generally cannot reuse them (PyTorch, CUDA
+  semantics, memory management: https://pytorch.org/docs/stable/notes/cuda.html#memory-management).
 - Overhead: runtime_overhead_bytes (CUDA/ROCm context, NCCL buffers; a catalog constant,
-  `runtime_context`) plus fragmentation * allocated bytes (caching-allocator slack,
-  `allocator_margin`). `allocated` (the tensors) + margin = `reserved`; + context = total.
+  `runtime_context`) plus fragmentation * the tensor parts (caching-allocator slack,
+  `allocator_margin`). `reserved` = the tensor parts + margin = `allocated` + `loss_overlap` +
+  margin; + context = total (the parts sum to it; `fits` compares it, so reserved, as before).
 - Biases, position embeddings and norm statistics (s*b floats) are ignored, as in the papers.
 """
 
@@ -179,8 +192,8 @@ class MemoryBreakdown:
     stage: Any  # the most loaded pipeline rank: 0 = first, 1 = last, 2 = second (middle)
     allocator_margin: Any  # fragmentation * allocated (reserved, not allocated)
     runtime_context: Any  # CUDA context, workspaces, NCCL: outside the allocator
-    allocated: Any  # every tensor part (torch.cuda.max_memory_allocated)
-    reserved: Any  # allocated + allocator_margin (torch.cuda.max_memory_reserved)
+    allocated: Any  # the tensor parts - loss_overlap (torch.cuda.max_memory_allocated)
+    reserved: Any  # the tensor parts + allocator_margin (torch.cuda.max_memory_reserved)
     # Fine-tuning (estimators/finetune.py), not parts: weights = base_weights + adapter_weights,
     # adapter_optimizer is within optimizer; tuned is True when the model is fine-tuned.
     base_weights: Any = 0.0
@@ -188,6 +201,9 @@ class MemoryBreakdown:
     adapter_optimizer: Any = 0.0
     tuned: Any = False
     host_traffic: Any = 0.0  # not a part: bytes per step over the host link (offload)
+    # not a part: min(logits, the layer-backward working set), alive at different times: in
+    # reserved (the freed logits' blocks stay cached), not in allocated (module docstring)
+    loss_overlap: Any = 0.0
 
     def summary(self, unit: float = 1.0) -> dict[str, Any]:
         """JSON keys weights, gradients, optimizer, activations, other, total (parts sum to total).
@@ -215,7 +231,7 @@ class MemoryBreakdown:
 
 _NOT_PARTS = {"offloaded", "total", "zero3_saving", "stage", "allocator_margin",
               "runtime_context", "allocated", "reserved", "base_weights", "adapter_weights",
-              "adapter_optimizer", "tuned", "host_traffic"}
+              "adapter_optimizer", "tuned", "host_traffic", "loss_overlap"}
 
 
 def _plain(x: np.ndarray) -> Any:
@@ -383,10 +399,13 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
         d["activations"] = kept - gone + transient
         d["offloaded"] = d["offloaded"] + gone
         d["host_traffic"] = d["host_traffic"] + np.where(gone > 0, 2.0 * m * stored, 0.0)
-        d["allocated"] = sum(d[k] for k in _ALLOCATED)
-        d["allocator_margin"] = fragmentation * d["allocated"]
-        d["runtime_context"] = np.full(np.shape(d["allocated"]), float(runtime_overhead_bytes))
-        d["reserved"] = d["allocated"] + d["allocator_margin"]
+        tensors = sum(d[k] for k in _ALLOCATED)
+        # the loss phase and the layer-backward phase peak apart (module docstring)
+        d["loss_overlap"] = np.minimum(d["logits"], transient)
+        d["allocated"] = tensors - d["loss_overlap"]
+        d["allocator_margin"] = fragmentation * tensors
+        d["runtime_context"] = np.full(np.shape(tensors), float(runtime_overhead_bytes))
+        d["reserved"] = tensors + d["allocator_margin"]
         d["overhead"] = d["runtime_context"] + d["allocator_margin"]
         d["total"] = d["reserved"] + d["runtime_context"]
         out.append(d)

@@ -340,16 +340,18 @@ def _stage_dicts(model: ModelSpec, layout: Any, c: dict[str, Any], runtime: floa
 
 def _close(d: dict[str, Any], c: dict[str, Any], m: float, kept: float, layer: float,
            stored: float, transient: float, runtime: float, fragmentation: float) -> None:
-    """memory._stage_dicts' end: activation offload, then the allocator's and the runtime's
-    lines and the totals, into `d`."""
+    """memory._stage_dicts' end: activation offload, the two phases' overlap (`loss_overlap`),
+    then the allocator's and the runtime's lines and the totals, into `d`."""
     gone = (kept - mn(ACT_OFFLOAD_RESIDENT * layer, kept)  # offloaded_activations
             if int(c["offload"]) & O_ACTIVATIONS else 0.0)
     d["activations"] = kept - gone + transient
     d["offloaded"] = d["offloaded"] + gone
     d["host_traffic"] = d["host_traffic"] + (2.0 * m * stored if gone > 0 else 0.0)
-    d["allocated"] = sum(d[k] for k in _ALLOCATED)
-    d["allocator_margin"] = fragmentation * d["allocated"]
+    tensors = sum(d[k] for k in _ALLOCATED)
+    d["loss_overlap"] = mn(d["logits"], transient)  # the two phases peak apart
+    d["allocated"] = tensors - d["loss_overlap"]
+    d["allocator_margin"] = fragmentation * tensors
     d["runtime_context"] = runtime
-    d["reserved"] = d["allocated"] + d["allocator_margin"]
+    d["reserved"] = tensors + d["allocator_margin"]
     d["overhead"] = d["runtime_context"] + d["allocator_margin"]
     d["total"] = d["reserved"] + d["runtime_context"]
