@@ -204,7 +204,8 @@ def predict(cfg: HarnessConfig) -> dict[str, Any]:
         "optimizer_bytes": float(bd.optimizer) + ob * pos,
         "layer_activation_bytes": float(np.asarray(per_layer)) * cfg.layers,
         "head_activation_bytes": float(np.asarray(saved)),
-        "total_bytes": float(bd.total) + (wb + gb + ob) * pos,
+        # the allocated peak, what torch.cuda.max_memory_allocated measures
+        "total_bytes": float(bd.allocated) + (wb + gb + ob) * pos,
     }
 
 
