@@ -194,6 +194,7 @@ def lora_terms(r: int, targets: str, autocast: bool = True,
                cfg: HarnessConfig = LORA_CFG) -> list[Term]:
     """LoRA terms of the estimate against `lora_measure` (the hand-written adapters), without
     recompute: then the estimate's activations are the layers' saved tensors alone."""
+    from ..estimators.buffers import LEGACY
     from ..workload import finetune_spec, with_finetune
 
     if cfg.checkpoint != "none":
@@ -203,7 +204,10 @@ def lora_terms(r: int, targets: str, autocast: bool = True,
     m = lora_measure(cfg, r, targets, autocast)
     spec, lay = cfg.model_spec(), cfg.layout()
     ft = finetune_spec(spec, method="lora", lora_rank=r, lora_targets=targets)
-    bd = _breakdown(with_finetune(spec, ft), lay)
+    # the hand-written adapters are PEFT's: each saves its own copy of its input, in bf16 under
+    # autocast, in the adapter's fp32 without (buffers.StackBuffers.adapter_input)
+    stacks = LEGACY.with_adapter_input("autocast" if autocast else "adapter")
+    bd = _breakdown(with_finetune(spec, ft), lay, stacks)
     pred = {k: float(getattr(bd, k)) for k in ("base_weights", "adapter_weights", "gradients",
                                                 "adapter_optimizer", "activations")}
     check = f"lora r={r} {targets} {'autocast' if autocast else 'no-autocast'}"

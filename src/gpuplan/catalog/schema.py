@@ -330,6 +330,7 @@ STACK_MEMORY: dict[str, Field] = {
     "swiglu_saved_ffn": num(False, high=8.0),
     "loss_chunks": num(False, low=1.0, high=1024.0),
     "adapter_dtype": text(False, choices=("fp32", "bf16")),
+    "adapter_input": text(False, choices=("autocast", "adapter", "shared")),
     "source": text(),
     "as_of": date(),
     "notes": text(False),

@@ -38,7 +38,13 @@ sourced there):
   one chunk's; 1 (the default) is an unchunked loss;
 - adapter_bytes: bytes per LoRA adapter weight (4 = fp32, PEFT's autocast_adapter_dtype, the
   default; 2 = the model's bf16, torchtune); gradients and optimizer moments follow it
-  (estimators/finetune.py).
+  (estimators/finetune.py);
+- adapter_input: what each LoRA adapter saves of its input (estimators/finetune.py,
+  `adapter_input_bytes`): 'autocast' (PEFT under bf16/fp16 autocast, Hugging Face Trainer's
+  bf16=True, the default: each adapter casts its input to the adapter dtype, which autocast
+  casts back, so every adapter keeps its own copy in the activation dtype), 'adapter' (PEFT
+  without autocast: its own copy in the adapter dtype), 'shared' (the adapters take the frozen
+  layer's input tensor itself, no dropout: one storage for q, k and v; torchtune's LoRALinear).
 
 `LEGACY` is the model before stacks were an input (fp32 accumulation only with several
 micro-batches, one cached fp8 copy, no token buffers): what `memory_breakdown` uses when no
@@ -90,6 +96,7 @@ class StackBuffers:
     compiled_loss: tuple[bool, ...] = (False,) * len(STACKS)
     loss_chunks: tuple[float, ...] = (1.0,) * len(STACKS)
     adapter_bytes: tuple[float, ...] = (4.0,) * len(STACKS)
+    adapter_input: tuple[str, ...] = ("autocast",) * len(STACKS)
 
     def pick(self, stack: Any) -> dict[str, Any]:
         """The constants of each configuration's stack (arrays shaped like `stack`)."""
@@ -105,6 +112,11 @@ class StackBuffers:
     def with_compiled_loss(self) -> StackBuffers:
         """Every stack running its loss under torch.compile (`compiled_loss`)."""
         return replace(self, compiled_loss=(True,) * len(self.compiled_loss))
+
+    def with_adapter_input(self, mode: str) -> StackBuffers:
+        """Every stack's LoRA adapters saving their input as `mode` ('autocast', 'adapter',
+        'shared'; `adapter_input`)."""
+        return replace(self, adapter_input=(mode,) * len(self.adapter_input))
 
 
 def _same(v: Any) -> tuple[Any, ...]:
@@ -131,7 +143,8 @@ def from_table(rows: dict[str, dict[str, Any]]) -> StackBuffers:
         fp8_input_bytes=tuple(float(x.get("fp8_input_bytes", 2.0)) for x in r),
         swiglu_saved_ffn=tuple(float(x.get("swiglu_saved_ffn", 4.0)) for x in r),
         loss_chunks=tuple(float(x.get("loss_chunks", 1.0)) for x in r),
-        adapter_bytes=tuple(REDUCE_DTYPES[x.get("adapter_dtype", "fp32")] for x in r))
+        adapter_bytes=tuple(REDUCE_DTYPES[x.get("adapter_dtype", "fp32")] for x in r),
+        adapter_input=tuple(str(x.get("adapter_input", "autocast")) for x in r))
 
 
 def buffer_dtypes(precision: str, grad_reduce_bytes: float) -> dict[str, str]:

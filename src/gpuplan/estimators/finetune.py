@@ -59,11 +59,14 @@ __all__ = [
     "ADAPTER_STATE_B",
     "QUANT_BYTES",
     "QUANT_SLOWDOWN",
+    "adapter_input_bytes",
     "adapter_params",
     "adapter_params_per_layer",
     "base_bytes_per_param",
     "flops_ratios",
     "forward_share",
+    "front_bytes",
+    "lora_activation_delta",
     "stage_state",
     "target_matrices",
     "trainable_layers_on_stage",
@@ -226,13 +229,81 @@ def stage_parts(model: ModelSpec, ft: FineTune, P: StageParams, L: Any, state_b:
     d = stage_state(model, ft, P, L, wb=wb, gb=gb, ob=ob, first=first, adapter_scale=scale)
     layers = np.maximum(np.asarray(P.dense_layers + P.moe_layers, dtype=float), 1e-30)
     keep = trainable_layers_on_stage(model, ft, P, L.pp, first)
-    # per layer: the adapters' intermediates in, the untargeted frozen matrices' inputs out;
-    # full recompute keeps only each layer's input, so both change the recomputed layer instead
-    delta = adapter_activation_bytes(model, ft, L) - untargeted_input_bytes(model, ft, L)
+    # per layer: the adapters' saved inputs and intermediates in, the frozen matrices' inputs
+    # out; full recompute keeps only each layer's input, so both change the recomputed layer
+    delta = lora_activation_delta(model, ft, L, sb)
     full = np.asarray(L.recompute) == R_FULL
-    stored = stored * keep / layers + np.where(full, 0.0, keep * delta)
+    # the embedding's stage (memory.py also passes the one stage of pp = 1 as a later one)
+    front = np.where(first | (np.asarray(L.pp) == 1), front_bytes(model, ft, L), 0.0)
+    stored = stored * keep / layers + np.where(full, 0.0, keep * delta - front)
     transient = np.maximum(transient + np.where(full, delta, 0.0), 0.0)
     return d, stored, transient + dequant_bytes(model, ft, L.tp)
+
+
+def adapter_input_bytes(L: Any, sb: dict[str, Any] | None) -> Any:
+    """Bytes per element of the copy of its input each adapter saves, by the stack's
+    `adapter_input` (buffers.StackBuffers): 'autocast' (PEFT: the input cast to the fp32
+    adapter, cast back by autocast) the activation element size; 'adapter' (PEFT without
+    autocast) the adapter's own (`adapter_bytes`); 'shared' (torchtune) 0: no copy."""
+    sb = sb or {}
+    mode = np.asarray(sb.get("adapter_input", "autocast"))
+    e = act_element_bytes(np.asarray(L.precision, dtype=np.intp))
+    return np.where(mode == "autocast", e,
+                    np.where(mode == "adapter", sb.get("adapter_bytes", 4.0), 0.0))
+
+
+def lora_activation_delta(model: ModelSpec, ft: FineTune, L: Any,
+                          sb: dict[str, Any] | None = None) -> Any:
+    """Per layer and micro-batch: the saved bytes of a LoRA layer less those of the same layer
+    in full training. Autograd saves a matmul's input only when its weight needs a gradient,
+    so no frozen matrix keeps one: the QKV input and the MLP input (e*s*b*h each, /t with SP)
+    and the down projection's input (e*s*b*ffn/t) go. Adapters that copy their input
+    (`adapter_input_bytes` c > 0, PEFT) each save that copy and their rank-r intermediate:
+    c*s*b*(d_in + r) per target, so q, k and v keep three copies. Adapters that share the
+    frozen layer's input ('shared', torchtune) keep one storage per input, the attention
+    output being flash attention's own: `untargeted_input_bytes` less, plus e*s*b*r per
+    adapter (`adapter_activation_bytes`). MoE models: the shared form (expert adapters see
+    only their routed tokens; not measured)."""
+    if not ft.adapters:
+        return 0.0
+    shared = adapter_activation_bytes(model, ft, L) - untargeted_input_bytes(model, ft, L)
+    if model.is_moe:
+        return shared
+    c = adapter_input_bytes(L, sb)
+    tp = np.asarray(L.tp, dtype=float)
+    t_seq = np.where(np.asarray(L.sp, bool), tp, 1.0)
+    e = act_element_bytes(np.asarray(L.precision, dtype=np.intp))
+    tok = tokens_per_rank(L.seq_len, L.micro_batch, L.cp)
+    h, q, f = model.hidden, model.heads * model.d_head, model.ffn
+    up = 2 if model.mlp == "swiglu" else 1
+    # (inputs of hidden width, split by SP; inputs split by tp; adapters) per target group
+    group = {"attn": (3, q, 4), "mlp": (up, f, up + 1)}
+    tg = ("attn", "mlp") if ft.lora_targets == "all" else (ft.lora_targets,)
+    copies = sum(group[g][0] * h / t_seq + group[g][1] / tp + group[g][2] * ft.lora_rank
+                 for g in tg)
+    frozen = e * tok * (2.0 * h / t_seq + f / tp)
+    return np.where(c > 0, c * tok * copies - frozen, shared)
+
+
+def front_bytes(model: ModelSpec, ft: FineTune, L: Any) -> Any:
+    """Per micro-batch, on the stage holding the embedding: what nothing saves in front of the
+    first adapter, as nothing there needs a gradient (the embedding is frozen). Attention
+    targets: the first layer's first norm input, e*s*b*h (/t with SP); MLP targets alone: also
+    that layer's attention block as flash attention keeps it (Q, K, V and its output, the
+    fp32 log-sum-exp) and the second norm's input. 0 but for LoRA/QLoRA."""
+    if not ft.adapters:
+        return 0.0
+    tp = np.asarray(L.tp, dtype=float)
+    t_seq = np.where(np.asarray(L.sp, bool), tp, 1.0)
+    e = act_element_bytes(np.asarray(L.precision, dtype=np.intp))
+    tok = tokens_per_rank(L.seq_len, L.micro_batch, L.cp)
+    if ft.lora_targets != "mlp":
+        return e * tok * model.hidden / t_seq
+    q, kv = model.heads * model.d_head, model.kv_heads * model.d_head
+    if model.is_mla:
+        kv = q
+    return tok * (e * (2.0 * model.hidden / t_seq + (2.0 * q + 2.0 * kv) / tp)
+                  + 4.0 * model.heads / tp)
 
 
 def untargeted_input_bytes(model: ModelSpec, ft: FineTune, L: Any) -> Any:
