@@ -87,3 +87,26 @@ def test_azure_a100_savings_plans_plan(run_json):
     assert {p["offer"] for p in res["plans"]} <= {"azure-nd96asr-v4-eastus",
                                                   "azure-nd96amsr-a100-v4-eastus"}
     assert res["plans"]
+
+
+# GCP committed use (resource-based CUD) for a2-highgpu-8g: monthly figures of the 2026-07-30
+# price list (Cyclenerd pricing.yml, months of 730 h), stored per instance-hour to 6 decimals.
+GCP_A2_MONTH = {"on-demand": 21452.5684, "reserved-1y": 13514.9691136,
+                "reserved-3y": 7508.53662384}
+
+
+def test_gcp_committed_use_matches_its_price_list():
+    o = load_catalog().offers["gcp-a2-highgpu-8g-us-central1"]
+    for mode, month in GCP_A2_MONTH.items():
+        assert o.usd_per_hour[mode] == pytest.approx(month / 730, abs=1e-6), mode
+    assert o.usd_per_hour["reserved-3y"] < o.usd_per_hour["reserved-1y"] < o.usd_per_hour[
+        "on-demand"]
+    assert "Confidence" in o.notes and "Cyclenerd" in o.source
+
+
+def test_gcp_committed_use_plans(run_json):
+    res = run_json("plan", "--model", "llama3-8b", "--tokens", "100B", "--cloud", "gcp",
+                   "--pricing", "reserved-1y")
+    assert res["plans"]
+    assert {p["offer"] for p in res["plans"]} == {"gcp-a2-highgpu-8g-us-central1"}
+    assert {p["pricing"] for p in res["plans"]} == {"reserved-1y"}

@@ -445,16 +445,17 @@ def test_a_pod_is_its_system_times_its_nodes(run_json):
 
 
 def test_estimate_own_pricing_names_the_unpriced_system(run_cli):
-    """`estimate --system dgx-station-a100 --pricing own` used to say "give --system"."""
+    """`estimate --system ID --pricing own` on an unpriced system used to say "give --system".
+    (The DGX Station A100 served here until issue 14 priced it; the DGX H200 has no price.)"""
     cat = load_catalog()
-    assert not cat.system("dgx-station-a100").price_usd  # the case rests on this
-    code, out, err = run_cli("estimate", "--model", "llama2-7b", "--gpu", "a100-80gb",
-                             "--system", "dgx-station-a100", "--tokens", "1T",
+    assert not cat.system("dgx-h200").price_usd  # the case rests on this
+    code, out, err = run_cli("estimate", "--model", "llama2-7b", "--gpu", "h200",
+                             "--system", "dgx-h200", "--tokens", "1T",
                              "--pricing", "own")
     assert (code, out) == (2, "")
-    assert err == ("gpuplan: error: system dgx-station-a100 has no price in the catalog, so "
+    assert err == ("gpuplan: error: system dgx-h200 has no price in the catalog, so "
                    "--pricing own cannot be costed; give --usd-per-gpu-hour X (e.g. from "
-                   "`gpuplan tco --system dgx-station-a100 --price USD`) or price it in a "
+                   "`gpuplan tco --system dgx-h200 --price USD`) or price it in a "
                    "--catalog overlay\n")
 
 

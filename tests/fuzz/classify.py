@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from gpuplan.report.finetune import MEMORY_KEYS as FINETUNE_SUBPARTS
+
 from .run import Outcome
 
 CLASSES = ("traceback", "hang", "nonfinite", "bad_accepted", "invariant", "messy_error",
@@ -171,9 +173,11 @@ def _estimate(d: dict[str, Any]) -> list[str]:
     mem = d.get("memory_gib") or {}
     if any(not isinstance(v, int | float) for v in mem.values()):
         return [f"memory_gib has a null or non-number part: {mem}"]
-    if mem and not _close(sum(v for k, v in mem.items() if k != "total"), mem["total"]):
-        out.append(f"memory parts sum to {sum(v for k, v in mem.items() if k != 'total')} "
-                   f"!= total {mem['total']}")
+    # fine-tuning's base_weights / adapter_weights / adapter_optimizer split weights and
+    # optimizer further: they are sub-parts, not parts of the total
+    parts = sum(v for k, v in mem.items() if k != "total" and k not in FINETUNE_SUBPARTS)
+    if mem and not _close(parts, mem["total"]):
+        out.append(f"memory parts sum to {parts} != total {mem['total']}")
     if "fits" in d and mem and d["fits"] != (mem["total"] <= d["gpu_memory_gib"] + 1e-9):
         out.append(f"fits={d['fits']} but total {mem['total']} vs {d['gpu_memory_gib']} GiB")
     for key in ("mfu", "goodput"):
