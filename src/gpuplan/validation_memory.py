@@ -98,9 +98,10 @@ def validate_memory(cat: Catalog, rows: list[dict[str, str]] | None = None
     for row in rows if rows is not None else load_memory_runs():
         layout, model = memory_layout(row), cat.model(row["model"])
         cap = _capacity_gib(cat, row)
-        base = dict(id=row["id"], kind=row["kind"], measured_gib=float(row["measured_gib"]),
-                    gpu_memory_gib=cap, ran=row.get("ran", "yes") == "yes", stack=row["stack"],
-                    source=row.get("source", ""))
+        base: dict[str, Any] = dict(
+            id=row["id"], kind=row["kind"], measured_gib=float(row["measured_gib"]),
+            gpu_memory_gib=cap, ran=row.get("ran", "yes") == "yes", stack=row["stack"],
+            source=row.get("source", ""))
         try:
             layout.check(model, int(row["gpus"]))
         except GpuplanError as err:

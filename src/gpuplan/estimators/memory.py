@@ -262,8 +262,8 @@ def memory_breakdown(
     values = [np.asarray(getattr(layout, n)) for n in names]
     shape = np.broadcast(*values).shape
     size = int(np.prod(shape))
-    kw = dict(runtime_overhead_bytes=runtime_overhead_bytes, fragmentation=fragmentation,
-              stacks=stacks)
+    kw: dict[str, Any] = dict(runtime_overhead_bytes=runtime_overhead_bytes,
+                              fragmentation=fragmentation, stacks=stacks)
     if size <= CHUNK:
         return _block(model, layout, **kw)
     flat = {n: (v if v.ndim == 0 else np.broadcast_to(v, shape).reshape(-1))

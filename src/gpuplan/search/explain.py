@@ -82,7 +82,7 @@ def _spot_spread(price: PriceRow) -> dict[str, Any]:
             "spot_observations": o.spot_observations}
 
 
-def _ranges(rows: Rows, i: int) -> dict[str, float | None]:
+def _ranges(rows: Rows, i: int) -> dict[str, Any]:
     """The P10/P90 fields of one plan row (search.intervals ratios times its figures)."""
     if "q10" not in rows:
         return {}

@@ -146,7 +146,7 @@ def _labelled(base: dict[str, Any], variants: list[tuple[str, str, dict]], count
     per_replica = int(base["tp"]) * int(base["pp"]) * int(base["cp"])
     for knob, flags, ov in variants:
         yield knob, flags, None, ov
-    blocks = [("gpus", {})]
+    blocks: list[tuple[str, dict[str, Any]]] = [("gpus", {})]
     if int(base["recompute"]) != R_FULL:
         blocks.append(("gpus+full", {"recompute": R_FULL}))
     for knob, extra in blocks:

@@ -209,7 +209,7 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
     fits = bool(one(ph.fits))
     step = first(t.step_s)
     runs = bool(np.isfinite(step))
-    base = dict(
+    base: dict[str, Any] = dict(
         model=model.id, params=model.total_params(), active_params=model.active_params(),
         gpu=gpu.id, gpus=gpus, platform=plat.id, gpus_per_node=plat.gpus_per_node,
         layout=_layout_info(layout),
