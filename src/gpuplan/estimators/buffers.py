@@ -153,7 +153,9 @@ def buffer_dtypes(precision: str, grad_reduce_bytes: float) -> dict[str, str]:
     half = "fp32" if precision == "fp32" else ("bf16" if precision in ("bf16", "fp8") else
                                                "fp16")
     reduce = "fp32" if grad_reduce_bytes >= 4 else half
-    return {"logits": "fp32", "gathered": half, "grad_bucket": reduce, "grad_accum": reduce,
+    # the 16-bit logits and head inputs beside the loss's fp32 log-softmax (logits_bytes)
+    logits = "fp32" if half == "fp32" else f"{half}+fp32"
+    return {"logits": logits, "gathered": half, "grad_bucket": reduce, "grad_accum": reduce,
             "fp8_weights": "fp8", "moe_tokens": half, "allocator_margin": "-",
             "runtime_context": "-"}
 
