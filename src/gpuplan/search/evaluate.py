@@ -19,6 +19,7 @@ from ..estimators import cost as costm
 from ..estimators.compute import Efficiency
 from ..spec import Accelerator, Hardware, Layout, ModelSpec, System
 from ..units import DAY, HOUR, GiB
+from .platforms import single_box
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,13 +90,6 @@ def site_from_catalog(cat: Catalog, **overrides: float | None) -> Site:
     rows = cat.extra.get("memory")
     stacks = buffers.from_table(rows) if rows else None
     return Site(**values, given=frozenset(given), stack_buffers=stacks)
-
-
-def single_box(system: System) -> bool:
-    """A system with no scale-out NIC and no scale-out fabric (a DGX Station): it is not cabled
-    to other nodes, so owning it buys no scale-out network. Both are checked because a row
-    that names a fabric but omits nics_per_node means one NIC per GPU (platforms.py)."""
-    return system.nics_per_node == 0 and not system.scale_out_fabric
 
 
 def owned_site(system: System, site: Site) -> Site:

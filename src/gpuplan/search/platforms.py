@@ -101,18 +101,24 @@ def default_system(cat: Catalog, acc: Accelerator) -> System | None:
     return found[0] if found else None
 
 
+def single_box(system: System) -> bool:
+    """A system with no scale-out NIC and no scale-out fabric (a DGX Station): it is not cabled
+    to other nodes, so it is planned as one box and owning it buys no scale-out network. Both
+    are checked because a row that names a fabric but omits nics_per_node means one NIC per
+    GPU (system_platform)."""
+    return system.nics_per_node == 0 and not system.scale_out_fabric
+
+
 def system_platform(cat: Catalog, s: System) -> Platform:
     fab = cat.fabrics.get(s.scale_out_fabric)
     nics = s.nics_per_node or s.gpus_per_node
     per_gpu = (fab.bytes_per_s_per_direction * nics / s.gpus_per_node if fab
                else DEFAULT_NIC_BYTES_PER_S)
-    # a single box (no scale-out NIC, no fabric: a DGX Station) is never cabled to another
-    single = s.nics_per_node == 0 and not s.scale_out_fabric
     return Platform(id=s.id, acquisition="own", accelerator=cat.accelerators[s.accelerator],
                     gpus_per_node=s.gpus_per_node, scale_up_domain=s.scale_up_domain,
                     scale_out_bytes_per_s=per_gpu,
                     scale_out_latency_s=fab.latency_s if fab else DEFAULT_LATENCY_S, system=s,
-                    max_gpus=s.gpus_per_node if single else 0)
+                    max_gpus=s.gpus_per_node if single_box(s) else 0)
 
 
 def offer_platform(cat: Catalog, o: Offer) -> Platform:
