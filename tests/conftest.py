@@ -26,6 +26,14 @@ def cat():
 
 
 @pytest.fixture(scope="session")
+def stacks(cat):
+    """Each software stack's buffers as the package catalog gives them (data/memory.toml)."""
+    from gpuplan.estimators import buffers
+
+    return buffers.from_table(cat.table("memory"))
+
+
+@pytest.fixture(scope="session")
 def results(cat):
     """Every published run predicted once for the whole session (validation and figures)."""
     from gpuplan.validation import validate_runs

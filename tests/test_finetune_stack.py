@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from gpuplan.estimators import buffers
 from gpuplan.estimators import finetune as ftm
 from gpuplan.estimators.compute import flops_per_token
 from gpuplan.estimators.memory import memory_breakdown
@@ -16,11 +15,6 @@ from gpuplan.workload import finetune_spec, with_finetune
 OVERHEAD = dict(runtime_overhead_bytes=2.0**30, fragmentation=0.05)
 REL = 1e-9  # float round-off only
 TORCHTUNE, FSDP = STACKS.index("torchtune"), STACKS.index("fsdp")
-
-
-@pytest.fixture(scope="module")
-def stacks(cat):
-    return buffers.from_table(cat.extra["memory"])
 
 
 @pytest.fixture(scope="module")

@@ -5,18 +5,12 @@ import pytest
 
 from gpuplan import api
 from gpuplan.catalog import load_catalog
-from gpuplan.estimators import buffers
 from gpuplan.estimators.memory import memory_breakdown
 from gpuplan.spec import BF16, FP8, R_FULL, R_NONE, STACKS, Layout
 from gpuplan.units import GiB
 
 MEGATRON, TORCHTITAN, FSDP = (STACKS.index(s) for s in ("megatron", "torchtitan", "fsdp"))
 KW = dict(runtime_overhead_bytes=1.5 * GiB, fragmentation=0.1)
-
-
-@pytest.fixture(scope="module")
-def stacks():
-    return buffers.from_table(load_catalog().table("memory"))
 
 
 @pytest.fixture(scope="module")

@@ -32,11 +32,6 @@ REL = 1e-12  # the comparisons below are exact in real arithmetic
 
 
 @pytest.fixture(scope="module")
-def stacks():
-    return buffers.from_table(load_catalog().table("memory"))
-
-
-@pytest.fixture(scope="module")
 def llama8b():
     return load_catalog().model("llama3-8b")
 
