@@ -8,11 +8,11 @@ SwiGLU, GELU and squared-ReLU MLPs."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import fields, replace
 
 import numpy as np
 import pytest
+from mirror_cases import same, stages, tuned
 
 from gpuplan.catalog import load_catalog
 from gpuplan.estimators import buffers
@@ -20,10 +20,10 @@ from gpuplan.estimators.memory import MemoryBreakdown, memory_breakdown
 from gpuplan.estimators.memory_one import memory_breakdown_one, mirrors
 from gpuplan.search.evaluate import site_from_catalog
 from gpuplan.spec import FP8, OFFLOAD_PARTS, RECOMPUTE, S_1F1B, S_DUALPIPE, STACKS, Layout
-from gpuplan.workload import finetune_spec, with_finetune
 
 MODELS = ("llama3-8b", "llama3-70b", "gpt3-175b", "deepseek-v3", "mixtral-8x7b", "bert-large",
           "bloom-176b", "relu2")  # relu2: gpt3-175b with a squared-ReLU MLP (no catalog model)
+METHODS = ("full", "full", "full", "lora", "lora-int8", "qlora", "freeze")
 
 
 def _model(cat, rng):
@@ -38,39 +38,9 @@ def cat():
     return load_catalog()
 
 
-def _tuned(model, rng):
-    """A fine-tuned copy of `model` (LoRA, LoRA on an int8 base, QLoRA, freeze), or the
-    model itself."""
-    method = str(rng.choice(["full", "full", "full", "lora", "lora-int8", "qlora", "freeze"]))
-    if method == "full":
-        return model
-    if method == "freeze":
-        ft = replace(finetune_spec(model, method=method),
-                     trainable_layers=int(rng.integers(1, model.layers + 1)))
-    else:
-        method, quant = {"lora-int8": ("lora", "int8")}.get(method, (method, None))
-        ft = finetune_spec(model, method=method, lora_rank=int(rng.choice([8, 16, 64])),
-                           lora_targets=str(rng.choice(["attn", "mlp", "all"])), quant=quant)
-    return with_finetune(model, ft)
-
-
-def _stages(model, rng):
-    """(pp, vpp, first, last): even, uneven default or explicit first/last stage sizes."""
-    L = model.layers
-    pp = int(rng.choice([1, 2, 3, 4, 5, 8]))
-    vpp = int(rng.choice([1, 2, 3])) if pp > 1 else 1
-    if pp * vpp > L + 2:
-        vpp = 1
-    first = last = 0
-    if pp > 1 and rng.random() < 0.3:
-        first = int(rng.integers(0, L // pp + 2))
-        last = int(rng.integers(0, L // pp + 2))
-    return pp, vpp, first, last
-
-
 def _random_case(cat, rng):
-    model = _tuned(_model(cat, rng), rng)
-    pp, vpp, first, last = _stages(model, rng)
+    model = tuned(_model(cat, rng), rng, METHODS)
+    pp, vpp, first, last = stages(model, rng)
     dp = int(rng.choice([1, 2, 3, 8, 16, 64, 512]))
     cp = int(rng.choice([1, 1, 2]))
     ep = int(rng.choice([e for e in (1, 2, 8, 16, 64) if dp % e == 0])) if model.is_moe else 1
@@ -90,15 +60,6 @@ def _random_case(cat, rng):
                  recompute_every=int(rng.choice([1, 2, 4])),
                  schedule=S_DUALPIPE if rng.random() < 0.25 else S_1F1B)
     return model, lay
-
-
-def _same(a, b) -> bool:
-    a, b = float(a), float(b)
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    if math.isinf(a) or math.isinf(b):
-        return a == b
-    return a == pytest.approx(b, rel=1e-9, abs=1e-300)
 
 
 @pytest.mark.parametrize("stacks", ["catalog", "legacy", "bf16-reduce"])
@@ -123,7 +84,7 @@ def test_scalar_memory_equals_the_vectorized_model_on_random_configurations(cat,
         one = memory_breakdown_one(model, lay, **case)
         for f in fields(MemoryBreakdown):
             v, o = np.asarray(getattr(vec, f.name)).reshape(-1)[0], getattr(one, f.name)
-            assert _same(o, v), (f.name, o, v, model.id, lay, loss)
+            assert same(o, v), (f.name, o, v, model.id, lay, loss)
         seen |= {("stack", lay.stack, lay.precision == FP8), ("dualpipe", lay.schedule),
                  ("compiled", loss), ("mlp", model.mlp), ("tuned", lay.stack, one.tuned)}
     # the generator reaches every stack with and without FP8 and with a fine-tuned model,
@@ -175,5 +136,5 @@ def test_scalar_summary_equals_the_breakdowns_own(cat):
         for unit in (1.0, 2.0**30):
             fast, own = summary(one, unit), one.summary(unit)
             assert fast.keys() == own.keys()
-            assert all(_same(fast[k], own[k]) for k in own), (fast, own)
+            assert all(same(fast[k], own[k]) for k in own), (fast, own)
     assert tuned > 0

@@ -3,21 +3,21 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import fields, replace
 
 import numpy as np
 import pytest
+from mirror_cases import same, stages, tuned
 
 from gpuplan.catalog import load_catalog
 from gpuplan.estimators.timing import TimingBreakdown, step_time
 from gpuplan.estimators.timing_one import mirrors, step_time_one
 from gpuplan.search.hardware import efficiency_for, hardware_table
 from gpuplan.spec import RECOMPUTE, Layout
-from gpuplan.workload import finetune_spec, with_finetune
 
 GPUS = ("h100-sxm", "a100-80gb", "gb200", "rtx-4090", "mi300x", "h800")
 MODELS = ("llama3-8b", "llama3-70b", "deepseek-v3", "qwen3-30b-a3b", "mixtral-8x7b")
+METHODS = ("full", "full", "lora", "qlora", "freeze")
 
 
 @pytest.fixture(scope="module")
@@ -25,42 +25,14 @@ def cat():
     return load_catalog()
 
 
-def _tuned(model, rng):
-    """A fine-tuned copy of `model` (LoRA, QLoRA or freeze), or the model itself."""
-    method = str(rng.choice(["full", "full", "lora", "qlora", "freeze"]))
-    if method == "full":
-        return model
-    if method == "freeze":
-        ft = replace(finetune_spec(model, method=method),
-                     trainable_layers=int(rng.integers(1, model.layers + 1)))
-    else:
-        ft = finetune_spec(model, method=method, lora_rank=int(rng.choice([8, 16, 64])),
-                           lora_targets=str(rng.choice(["attn", "mlp", "all"])))
-    return with_finetune(model, ft)
-
-
-def _stages(model, rng):
-    """(pp, vpp, first, last): even, uneven default (pp*vpp not dividing the layers) or
-    explicit first/last stage sizes."""
-    L = model.layers
-    pp = int(rng.choice([1, 2, 3, 4, 5, 8]))
-    vpp = int(rng.choice([1, 2, 3])) if pp > 1 else 1
-    if pp * vpp > L + 2:
-        vpp = 1
-    first = last = 0
-    if pp > 1 and rng.random() < 0.3:
-        first = int(rng.integers(0, L // pp + 2))
-        last = int(rng.integers(0, L // pp + 2))
-    return pp, vpp, first, last
-
-
 def _random_case(cat, rng):
-    model = _tuned(cat.model(str(rng.choice([m for m in MODELS if m in cat.models]))), rng)
+    model = tuned(cat.model(str(rng.choice([m for m in MODELS if m in cat.models]))), rng,
+                  METHODS)
     hw = hardware_table(cat, [(str(rng.choice([g for g in GPUS if g in cat.accelerators])),
                                None)])
     if rng.random() < 0.3:
         hw = replace(hw, scale_out_bytes_per_s=hw.scale_out_bytes_per_s * rng.uniform(0.05, 2))
-    pp, vpp, first, last = _stages(model, rng)
+    pp, vpp, first, last = stages(model, rng)
     dp = int(rng.choice([1, 2, 8, 16, 64, 512]))
     cp = int(rng.choice([1, 1, 2]))
     ep = int(rng.choice([e for e in (1, 2, 8, 16, 64) if dp % e == 0])) if model.is_moe else 1
@@ -80,15 +52,6 @@ def _random_case(cat, rng):
     return model, lay, hw, efficiency_for(cat, hw.family), traffic
 
 
-def _same(a, b) -> bool:
-    a, b = float(a), float(b)
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    if math.isinf(a) or math.isinf(b):
-        return a == b
-    return a == pytest.approx(b, rel=1e-9, abs=1e-300)
-
-
 def test_fast_path_equals_the_vectorized_model_on_random_configurations(cat):
     rng = np.random.default_rng(12)
     for _ in range(600):
@@ -99,7 +62,7 @@ def test_fast_path_equals_the_vectorized_model_on_random_configurations(cat):
         one = step_time_one(model, lay, hw, eff, traffic)
         for f in fields(TimingBreakdown):
             v, o = np.asarray(getattr(vec, f.name)).reshape(-1)[0], getattr(one, f.name)
-            assert _same(o, v), (f.name, o, v, model.id, lay)
+            assert same(o, v), (f.name, o, v, model.id, lay)
 
 
 def test_fast_path_returns_plain_python_numbers(cat):
