@@ -56,16 +56,22 @@ def _estimate(cat, case):
     return gpuplan.estimate(catalog=cat, **args)
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c['model']}-{c['gpu']}")
-def test_estimate_is_the_same_with_and_without_the_fast_path(cat, case, monkeypatch):
-    calls = []
-    real = timing_one._read
+def _spy(monkeypatch, module) -> list[int]:
+    """Count the calls of `module._read` (the fast path's entry), still answering as before."""
+    calls: list[int] = []
+    real = module._read
 
     def spy(*a):
         calls.append(1)
         return real(*a)
 
-    monkeypatch.setattr(timing_one, "_read", spy)
+    monkeypatch.setattr(module, "_read", spy)
+    return calls
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c['model']}-{c['gpu']}")
+def test_estimate_is_the_same_with_and_without_the_fast_path(cat, case, monkeypatch):
+    calls = _spy(monkeypatch, timing_one)
     fast = _estimate(cat, case)
     assert calls, "the single-configuration path did not take the fast path"
     monkeypatch.setattr(timing_one, "mirrors", lambda *a, **k: False)
@@ -80,14 +86,7 @@ def test_estimate_is_the_same_with_and_without_the_scalar_memory_path(cat, case,
     """The memory of the one configuration comes from `memory_one.memory_breakdown_one`; with
     it switched off (its reader answers None, so `memory.memory_breakdown` answers) every
     field of the result is the same, numbers to 1e-9 relative (tests/test_memory_one.py)."""
-    calls = []
-    real = memory_one._read
-
-    def spy(*a):
-        calls.append(1)
-        return real(*a)
-
-    monkeypatch.setattr(memory_one, "_read", spy)
+    calls = _spy(monkeypatch, memory_one)
     fast = _estimate(cat, case)
     assert calls, "the single-configuration path did not take the scalar memory path"
     monkeypatch.setattr(memory_one, "_read", lambda *a: None)
