@@ -42,9 +42,10 @@ def test_residuals_file_is_the_generated_table(cat, cv):
 
 
 def test_coverage_meets_the_target_out_of_sample(cat, cv):
-    """Share of known runs inside a P10-P90 range built from the *other* sources' residuals."""
+    """Share of known runs inside a P10-P90 range built from the *other* sources' residuals
+    (every release), over the newest release of each configuration (#12)."""
     cov = coverage(cat, cv)
-    assert cov["n"] >= 200
+    assert cov["n"] >= 100
     assert COVERAGE_TARGET[0] <= cov["coverage"] <= COVERAGE_TARGET[1], cov["coverage"]
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from .calibrate.releases import newest_runs, source_group
 from .catalog import Catalog, read_package_csv
 from .errors import CatalogError
 from .estimators.compute import Efficiency, flops_per_token
@@ -68,6 +69,14 @@ class RunResult:
     moe: bool = False
     gpus: int = 1
     anomaly: str = ""  # a written, source-based reason the run is treated as anomalous
+    release: str = ""  # the software release its source table was published for ('' one-off)
+    superseded_by: str = ""  # a run of the same configuration's newest release ('' if current)
+
+    @property
+    def current(self) -> bool:
+        """Counted in the default summaries: no newer release of its configuration exists
+        (calibrate/releases.py)."""
+        return not self.superseded_by
 
     @property
     def time_ratio(self) -> float:
@@ -217,12 +226,17 @@ def run_efficiency(cat: Catalog, rs: RunSpec,
 def validate_runs(cat: Catalog, rows: list[dict[str, str]] | None = None,
                   efficiency: dict[str, dict[str, float]] | None = None,
                   sample: str | None = None,
-                  stacks: dict[str, dict[str, float]] | None = None) -> list[RunResult]:
+                  stacks: dict[str, dict[str, float]] | None = None,
+                  newest: dict[str, str] | None = None) -> list[RunResult]:
     """Predict every published run; `efficiency` overrides rows of [efficiency.FAMILY] and
     `stacks` the [stack.NAME] constants of a calibration group. `sample` labels every result
-    ('out' under cross-validation); by default fit rows are in-sample, the rest out."""
+    ('out' under cross-validation); by default fit rows are in-sample, the rest out. `newest`
+    (`calibrate.releases.newest_runs` of the whole data set; default: of `rows`) marks the
+    runs a newer release supersedes."""
+    rows = rows if rows is not None else load_runs()
+    newest = newest if newest is not None else newest_runs(rows)
     results = []
-    for row in rows if rows is not None else load_runs():
+    for row in rows:
         rs = run_spec(cat, row)
         eff = run_efficiency(cat, rs, efficiency, stacks)
         pred, t = predict(cat, rs, eff)
@@ -238,7 +252,8 @@ def validate_runs(cat: Catalog, rows: list[dict[str, str]] | None = None,
             sample=sample or ("in" if row.get("fit") == "fit" else "out"),
             stack=rs.stack, precision=row["precision"],
             moe=bool(int(rs.model.experts or 0) > 1), gpus=int(rs.layout.gpus),
-            anomaly=row.get("anomaly", "")))
+            anomaly=row.get("anomaly", ""), release=row.get("release", ""),
+            superseded_by=newest.get(row["id"], "")))
     return results
 
 
@@ -250,12 +265,20 @@ def _stats(errors: list[float]) -> dict[str, Any]:
             "worst_abs_error_pct": float(np.max(a))}
 
 
+def counted(results: list[RunResult], all_releases: bool = False) -> list[RunResult]:
+    """The runs a summary counts: the current ones (newest release of their configuration),
+    or every run with `all_releases`."""
+    return [r for r in results if all_releases or r.current]
+
+
 def summary(results: list[RunResult], status: str = "known",
-            subset: str = "all") -> dict[str, Any]:
-    """Median and worst absolute error overall and per family, over runs with `status`
-    (and `fit` equal to `subset` unless subset is 'all'). `sample` says whether the figure is
-    in-sample ('in'), out-of-sample ('out') or both ('mixed')."""
-    chosen = [r for r in results if r.status == status and subset in ("all", r.fit)]
+            subset: str = "all", all_releases: bool = False) -> dict[str, Any]:
+    """Median and worst absolute error overall and per family, over the current runs (every
+    release with `all_releases`) with `status` (and `fit` equal to `subset` unless subset is
+    'all'). `sample` says whether the figure is in-sample ('in'), out-of-sample ('out') or
+    both ('mixed')."""
+    chosen = [r for r in counted(results, all_releases)
+              if r.status == status and subset in ("all", r.fit)]
     out = _stats([r.error_pct for r in chosen])
     kinds = {r.sample for r in chosen}
     out["sample"] = kinds.pop() if len(kinds) == 1 else "mixed"
@@ -423,11 +446,6 @@ def calibrate(cat: Catalog, rows: list[dict[str, str]] | None = None
     return calibrate_all(cat, rows)[0]
 
 
-def source_group(run_id: str) -> str:
-    """The publication a run comes from: its id up to the first dash."""
-    return run_id.split("-", 1)[0]
-
-
 def _as_overrides(fit: dict[str, dict[str, Any]], parents: dict[str, str]
                   ) -> dict[str, dict[str, float]]:
     """Fitted constants per family; a family fitted on no runs of its own takes those of the
@@ -455,6 +473,7 @@ def cross_validate(cat: Catalog, rows: list[dict[str, str]] | None = None) -> li
     with no fit row leaves the fit unchanged, so the full fit is computed once for all such."""
     rows = rows if rows is not None else load_runs()
     known = [r for r in rows if r.get("status", "known") == "known"]
+    newest = newest_runs(rows)
     results: list[RunResult] = []
     full: Any = None
     parents = cat.efficiency_parents()
@@ -468,5 +487,5 @@ def cross_validate(cat: Catalog, rows: list[dict[str, str]] | None = None) -> li
             full = full if full is not None else calibrate_all(cat, rows)
             fit = full
         results += validate_runs(cat, test, efficiency=_as_overrides(fit[0], parents),
-                                 stacks=_stack_overrides(fit[1]), sample="out")
+                                 stacks=_stack_overrides(fit[1]), sample="out", newest=newest)
     return results

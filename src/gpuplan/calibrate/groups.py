@@ -5,6 +5,11 @@ Residuals are actual / predicted *time* (`RunResult.time_ratio`) of runs predict
 leave-one-source-out cross-validation, so no residual comes from constants fitted on its own
 source. Runs with a written `anomaly` reason in published_runs.csv are left out of the
 quantiles and of the coverage (and reported as such).
+
+Release spread (calibrate/releases.py): the figures by group, the coverage and the FP8 pairs
+count the current runs (newest release of each configuration) unless `all_releases`. The
+residual quantiles -- the stated uncertainty -- come from every release, older ones included:
+how far a run may fall from current, well-tuned software is what they state.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ import numpy as np
 from ..catalog import Catalog
 from ..search.hardware import stack_group
 from ..search.intervals import GUESS_WIDEN
-from ..validation import RunResult, source_group
+from ..validation import RunResult, counted, source_group
+from .releases import configuration, release_order
 
 # A (family, stack) group needs this many runs for its own quantiles; fewer use 'pooled'.
 MIN_GROUP_RUNS = 10
@@ -86,13 +92,17 @@ def _bounds(cat: Catalog, train: list[RunResult], r: RunResult) -> tuple[float, 
     return float(np.exp(np.log(q10) * widen)), float(np.exp(np.log(q90) * widen))
 
 
-def coverage(cat: Catalog, cv: list[RunResult]) -> dict[str, Any]:
-    """Share of runs inside their P10-P90 range when the quantiles come from the other
-    sources' cross-validated residuals (leave-one-source-out), overall and by group."""
-    runs = _usable(cv)
+def coverage(cat: Catalog, cv: list[RunResult], all_releases: bool = False) -> dict[str, Any]:
+    """Share of the current runs (every run with `all_releases`) inside their P10-P90 range
+    when the quantiles come from the other sources' cross-validated residuals
+    (leave-one-source-out), overall and by group. The quantiles use every release of the other
+    sources, as data/residuals.toml does (`residual_table`): the intervals checked are the ones
+    estimate and plan state."""
+    pool = _usable(cv)
+    runs = counted(pool, all_releases)
     inside: dict[str, bool] = {}
     for src in sorted({source_group(r.id) for r in runs}):
-        train = [r for r in runs if source_group(r.id) != src]
+        train = [r for r in pool if source_group(r.id) != src]
         for r in (r for r in runs if source_group(r.id) == src):
             lo, hi = _bounds(cat, train, r)
             inside[r.id] = lo <= r.time_ratio <= hi
@@ -113,11 +123,12 @@ def _stats(rs: list[RunResult], inside: dict[str, bool] | None) -> dict[str, Any
             "coverage": float(np.mean(cov)) if cov else None}
 
 
-def by_group(results: list[RunResult], inside: dict[str, bool] | None = None
-             ) -> dict[str, dict[str, dict[str, Any]]]:
+def by_group(results: list[RunResult], inside: dict[str, bool] | None = None,
+             all_releases: bool = False) -> dict[str, dict[str, dict[str, Any]]]:
     """Median and worst |error| (and interval coverage where `inside` is given) of the known
-    runs by family, stack, precision, MoE/dense and scale."""
-    known = [r for r in results if r.status == "known"]
+    current runs (every release with `all_releases`) by family, stack, precision, MoE/dense
+    and scale."""
+    known = [r for r in counted(results, all_releases) if r.status == "known"]
     return {name: {k: _stats([r for r in known if label(r) == k], inside)
                    for k in sorted({label(r) for r in known})}
             for name, label in GROUPINGS.items()}
@@ -127,9 +138,13 @@ PAIR_KEY = ("gpu", "gpus", "model", "layers", "hidden", "seq_len", "global_batch
             "micro_batch", "tp", "pp", "dp", "cp", "ep", "vpp", "zero", "recompute", "stack")
 
 
-def fp8_pairs(rows: list[dict[str, str]], results: list[RunResult]) -> list[dict[str, Any]]:
+def fp8_pairs(rows: list[dict[str, str]], results: list[RunResult],
+              all_releases: bool = False) -> list[dict[str, Any]]:
     """BF16/FP8 pairs (same source, hardware, model and layout): published and predicted
-    FP8/BF16 throughput gain and the gain's error."""
+    FP8/BF16 throughput gain and the gain's error. A pair measures one release's FP8 gain, so
+    it is current when no newer release of its series publishes a pair on the same hardware,
+    GPU count and model (`superseded_by` names that pair's FP8 run); only current pairs are
+    returned unless `all_releases`."""
     by_id = {r.id: r for r in results}
     known = [r for r in rows if r.get("status", "known") == "known" and r["id"] in by_id]
     key = {r["id"]: (source_group(r["id"]), *(r.get(k, "") for k in PAIR_KEY)) for r in known}
@@ -142,17 +157,36 @@ def fp8_pairs(rows: list[dict[str, str]], results: list[RunResult]) -> list[dict
             pred = (rf.predicted / rb.predicted if rf.metric != "step_time_s"
                     else rb.predicted / rf.predicted)
             out.append({"bf16": b["id"], "fp8": f["id"], "published_gain": pub,
-                        "predicted_gain": pred, "error_pct": (pred - pub) / pub * 100.0})
+                        "predicted_gain": pred, "error_pct": (pred - pub) / pub * 100.0,
+                        "release": b.get("release", ""), "_config": configuration(b)[:4]})
+    return [p for p in _mark_pairs(out) if all_releases or not p["superseded_by"]]
+
+
+def _mark_pairs(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each pair's `superseded_by`: the FP8 run of the newest-release pair of its (series,
+    hardware, GPU count, model), '' when it is that release (or has none)."""
+    newest: dict[tuple[str, ...], dict[str, Any]] = {}
+    for p in (p for p in pairs if p["release"]):
+        top = newest.get(p["_config"])
+        if top is None or release_order(p["release"]) > release_order(top["release"]):
+            newest[p["_config"]] = p
+    out = []
+    for p in pairs:
+        top = newest.get(p.pop("_config"))
+        later = (top is not None and bool(p["release"])
+                 and release_order(p["release"]) < release_order(top["release"]))
+        out.append({**p, "superseded_by": top["fp8"] if top is not None and later else ""})
     return out
 
 
 def group_report(cat: Catalog, results: list[RunResult], rows: list[dict[str, str]],
-                 cross_validated: bool) -> dict[str, Any]:
-    """What `validate` adds by group: |error| by family, stack, precision, MoE/dense and
-    scale; under cross-validation the P10-P90 coverage (overall and per group); the FP8/BF16
-    gain on paired runs; the runs flagged anomalous with their written reason."""
-    cov = coverage(cat, results) if cross_validated else None
+                 cross_validated: bool, all_releases: bool = False) -> dict[str, Any]:
+    """What `validate` adds by group, over the current runs (every run with `all_releases`):
+    |error| by family, stack, precision, MoE/dense and scale; under cross-validation the
+    P10-P90 coverage (overall and per group); the FP8/BF16 gain on paired runs; the runs
+    flagged anomalous with their written reason."""
+    cov = coverage(cat, results, all_releases) if cross_validated else None
     inside = cov.pop("inside") if cov else None
-    return {"groups": by_group(results, inside), "interval_coverage": cov,
-            "fp8_pairs": fp8_pairs(rows, results),
+    return {"groups": by_group(results, inside, all_releases), "interval_coverage": cov,
+            "fp8_pairs": fp8_pairs(rows, results, all_releases),
             "anomalous": [{"id": r.id, "reason": r.anomaly} for r in results if r.anomaly]}

@@ -12,6 +12,7 @@ EPILOG = """examples:
   gpuplan validate --family h100
   gpuplan validate --json
   gpuplan validate --cross-validate # each source predicted by a fit that never saw it
+  gpuplan validate --all-releases   # count every release of NVIDIA's per-release tables
   gpuplan validate --calibrate      # refit the efficiency constants (prints, writes nothing)
   gpuplan validate --calibrate --json
   gpuplan validate --finetune       # LoRA/QLoRA memory and MLPerf LoRA time, per run
@@ -19,6 +20,9 @@ EPILOG = """examples:
 
 Every error figure says whether it is in-sample (fit runs, predicted by the constants fitted
 on them), out-of-sample (hold-out runs; every run under --cross-validate) or mixed.
+The summaries count each configuration's newest published release (source series, GPU, GPU
+count, model, precision); older releases are printed, marked "older release", and not counted
+unless --all-releases. The fit uses the same `fit` rows either way.
 """
 
 
@@ -30,7 +34,8 @@ def register(sub: Any) -> None:
         "configuration (unknown details filled with the defaults named in the file) and prints "
         "predicted vs published tokens/s per GPU or step time, the error, and the median and "
         "worst absolute error overall and per accelerator family. Runs whose configuration "
-        "is unknown are shown but kept out of the summary.",
+        "is unknown, and runs superseded by a newer software release of the same "
+        "configuration, are shown but kept out of the summary.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -38,6 +43,9 @@ def register(sub: Any) -> None:
     p.add_argument("--cross-validate", action="store_true",
                    help="leave-one-source-out: predict each publication's runs with constants "
                    "refitted without that publication (slower, a few seconds)")
+    p.add_argument("--all-releases", action="store_true",
+                   help="count every software release of a configuration in the summaries "
+                   "(default: only its newest release; older ones are printed and marked)")
     p.add_argument("--calibrate", action="store_true",
                    help="refit the per-family efficiency constants on the fit runs and print "
                    "them beside the catalog's values")
@@ -78,6 +86,7 @@ def check_modes(args: argparse.Namespace) -> None:
     modes = [f"--{m}" for m in ("memory", "finetune") if getattr(args, m)]
     main_flags = [f for f, on in (("--family", args.family is not None),
                                   ("--cross-validate", args.cross_validate),
+                                  ("--all-releases", args.all_releases),
                                   ("--calibrate", args.calibrate),
                                   ("--residuals", args.residuals)) if on]
     if len(modes) > 1:
@@ -88,6 +97,9 @@ def check_modes(args: argparse.Namespace) -> None:
     if args.residuals and not args.calibrate:
         raise ConfigError("--residuals prints the residual table of --calibrate: give "
                           "--calibrate --residuals")
+    if args.all_releases and args.calibrate:
+        raise ConfigError("--all-releases changes only what the summaries count; --calibrate "
+                          "fits the same `fit` rows either way: drop --all-releases")
     if args.residuals and args.json:
         raise ConfigError("--residuals prints TOML (data/residuals.toml), not JSON; drop --json")
 
@@ -129,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
 
     results = cross_validate(cat) if args.cross_validate else validate_runs(cat)
     chosen = _filter(results, args.family)
-    data = rv.to_json(chosen, cross_validated=args.cross_validate)
-    data.update(group_report(cat, chosen, load_runs(), args.cross_validate))
+    data = rv.to_json(chosen, cross_validated=args.cross_validate,
+                      all_releases=args.all_releases)
+    data.update(group_report(cat, chosen, load_runs(), args.cross_validate, args.all_releases))
     print(dumps(data) if args.json else rv.render_text(data))
     return 0

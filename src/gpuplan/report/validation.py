@@ -3,7 +3,8 @@
 Every error figure carries its sample: in-sample (fit rows predicted by the constants fitted on
 them), out-of-sample (hold-out rows, or any row under leave-one-source-out cross-validation) or
 mixed (both together). Percentages are printed with one decimal (`fmt.pct`), the precision
-docs/calibration.md quotes them at.
+docs/calibration.md quotes them at. Summaries count the current runs (the newest release of each
+configuration, calibrate/releases.py) unless `all_releases`; older releases print, marked.
 """
 
 from __future__ import annotations
@@ -17,26 +18,33 @@ MODES = {False: "catalog constants", True: "leave-one-source-out"}
 SAMPLE_WORDS = {"in": "in-sample", "out": "out-of-sample", "mixed": "mixed in/out-of-sample"}
 
 
-def to_json(results: list[RunResult], cross_validated: bool = False) -> dict[str, Any]:
+def to_json(results: list[RunResult], cross_validated: bool = False,
+            all_releases: bool = False) -> dict[str, Any]:
     """Per-run results and the error summaries; the top-level median and worst are over every
-    known run (`sample` says which kind), `fit_rows` and `holdout` split them."""
-    overall = summary(results)
+    known current run (every known run with `all_releases`; `releases` says which, `sample`
+    which kind), `fit_rows` and `holdout` split them. Each run says its `release`, whether it
+    is `current` and, if not, which run of its configuration's newest release
+    `superseded_by`."""
+    overall = summary(results, all_releases=all_releases)
     return {
         "mode": MODES[cross_validated],
         "runs": [{"id": r.id, "metric": r.metric, "published": r.published,
                   "predicted": r.predicted, "error_pct": r.error_pct, "family": r.family,
                   "gpu": r.gpu, "status": r.status, "fit": r.fit, "sample": r.sample,
                   "source_metric": r.source_metric, "source_value": r.source_value,
-                  "bottleneck": r.bottleneck, "efficiency_guess": r.efficiency_guess}
+                  "bottleneck": r.bottleneck, "efficiency_guess": r.efficiency_guess,
+                  "release": r.release, "current": r.current, "superseded_by": r.superseded_by}
                  for r in results],
         "n": overall["n"],
         "median_abs_error_pct": overall["median_abs_error_pct"],
         "worst_abs_error_pct": overall["worst_abs_error_pct"],
         "sample": overall["sample"],
         "per_family": overall["per_family"],
-        "fit_rows": summary(results, subset="fit"),
-        "holdout": summary(results, subset="holdout"),
+        "fit_rows": summary(results, subset="fit", all_releases=all_releases),
+        "holdout": summary(results, subset="holdout", all_releases=all_releases),
         "excluded": [r.id for r in results if r.status != "known"],
+        "releases": "all" if all_releases else "newest",
+        "superseded": [r.id for r in results if not r.current],
     }
 
 
@@ -57,10 +65,26 @@ def _summary_table(data: dict[str, Any]) -> str:
     return table(rows, head, align="lrrrrrrrrr")
 
 
+def _note(r: dict[str, Any]) -> str:
+    if r["status"] != "known":
+        return "excluded"
+    return f"older release; newest: {r['superseded_by']}" if r["superseded_by"] else ""
+
+
+def _releases_line(data: dict[str, Any]) -> str:
+    old = len(data["superseded"])
+    if data["releases"] == "all":
+        return (f"every release counted (--all-releases), the {old} runs of older releases "
+                "included")
+    return (f"summaries count the newest release of each configuration (source series, GPU, "
+            f"GPU count, model, precision); the {old} runs of older releases are printed and "
+            "not counted (--all-releases counts them)")
+
+
 def render_text(data: dict[str, Any]) -> str:
     rows = [(r["id"], r["family"], r["metric"].replace("_per_gpu", "/gpu"), num(r["published"]),
-             num(r["predicted"]), f"{r['error_pct']:+.1f}%", r["fit"],
-             "" if r["status"] == "known" else "excluded") for r in data["runs"]]
+             num(r["predicted"]), f"{r['error_pct']:+.1f}%", r["fit"], _note(r))
+            for r in data["runs"]]
     out = []
     if data["mode"] == MODES[True]:
         out.append("leave-one-source-out: every run predicted by constants fitted without its "
@@ -70,7 +94,7 @@ def render_text(data: dict[str, Any]) -> str:
                             "used as", "note"), align="llrrrrll"))
     words = {k: SAMPLE_WORDS[data[k]["sample"] if k != "all" else data["sample"]]
              for k in ("fit_rows", "holdout", "all") if k == "all" or data[k]["n"]}
-    out += ["", "|error| over runs with a known configuration -- "
+    out += ["", _releases_line(data), "|error| over runs with a known configuration -- "
             + "; ".join(f"{name}: {words[k]}" for k, name in
                         (("fit_rows", "fit runs"), ("holdout", "hold-out runs"),
                          ("all", "all runs")) if k in words),
@@ -89,9 +113,10 @@ GROUP_TITLES = {"family": "family", "stack": "stack", "precision": "precision",
 
 def _group_lines(data: dict[str, Any]) -> list[str]:
     cov = data.get("interval_coverage")
-    out = ["", "by group, known runs (" + SAMPLE_WORDS[data["sample"]] + "); coverage = share "
-           "inside the P10-P90 range, quantiles from the other sources' residuals"
-           + ("" if cov else " (run with --cross-validate)")]
+    which = "every release" if data.get("releases") == "all" else "newest release"
+    out = ["", f"by group, known runs, {which} ({SAMPLE_WORDS[data['sample']]}); coverage = "
+           "share inside the P10-P90 range, quantiles from the other sources' residuals (every "
+           "release)" + ("" if cov else " (run with --cross-validate)")]
     rows = [(GROUP_TITLES[g], k, str(s["n"]), pct(s["median_abs_error_pct"]),
              pct(s["worst_abs_error_pct"]),
              "-" if s["coverage"] is None else pct(s["coverage"] * 100))
@@ -103,7 +128,8 @@ def _group_lines(data: dict[str, Any]) -> list[str]:
                    f"{cov['n']} runs (target 70-90%)")
     pairs = data.get("fp8_pairs") or []
     if pairs:
-        out += ["", "FP8/BF16 gain on paired runs (same source, hardware, model, layout)"]
+        out += ["", "FP8/BF16 gain on paired runs (same source, hardware, model, layout; "
+                f"{which} of each pair)"]
         out.append(table([(p["bf16"], p["fp8"], f"{p['published_gain']:.3f}",
                            f"{p['predicted_gain']:.3f}", f"{p['error_pct']:+.1f}%")
                           for p in pairs],
@@ -205,13 +231,16 @@ def render_memory_text(data: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def summary_figures(results: list[Any], cv: list[Any]) -> dict[str, tuple[str, int, str, str]]:
+def summary_figures(results: list[Any], cv: list[Any],
+                    all_releases: bool = False) -> dict[str, tuple[str, int, str, str]]:
     """label -> (sample, runs, median, worst), as `validate --json` and `validate
-    --cross-validate --json` compute them and `validate` prints them: the figures README.md and
-    docs/calibration.md quote (tools/figures.py writes them, tests check them)."""
+    --cross-validate --json` compute them (with `--all-releases` if `all_releases`) and
+    `validate` prints them: the figures README.md and docs/calibration.md quote
+    (tools/figures.py writes them, tests check them)."""
     out = {}
-    for mode, data in (("catalog constants", to_json(results)),
-                       ("leave-one-source-out", to_json(cv, cross_validated=True))):
+    for mode, data in (("catalog constants", to_json(results, all_releases=all_releases)),
+                       ("leave-one-source-out",
+                        to_json(cv, cross_validated=True, all_releases=all_releases))):
         for key, what in (("fit_rows", "fit runs"), ("holdout", "hold-out runs"),
                           (None, "all known runs")):
             s = data[key] if key else data
