@@ -1,6 +1,7 @@
-"""Rewrite the validation figures quoted in docs/calibration.md (the table between the
-validate-figures markers) and README.md (the out-of-sample sentence) from what
-`gpuplan validate --json` and `gpuplan validate --cross-validate --json` compute.
+"""Rewrite the validation figures quoted in docs/calibration.md (the tables between the
+validate-figures markers: newest releases, and every release) and README.md (the out-of-sample
+sentence) from what `gpuplan validate --json` and `gpuplan validate --cross-validate --json`
+(and the same with --all-releases) compute.
 
     python tools/figures.py             # rewrite both files
     python tools/figures.py --check     # exit 1 if either quotes other figures
@@ -22,9 +23,9 @@ from gpuplan.validation import cross_validate, validate_runs
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def figures() -> dict[str, tuple[str, int, str, str]]:
+def figures(all_releases: bool = False) -> dict[str, tuple[str, int, str, str]]:
     cat = load_catalog()
-    return summary_figures(validate_runs(cat), cross_validate(cat))
+    return summary_figures(validate_runs(cat), cross_validate(cat), all_releases=all_releases)
 
 
 def doc_table(f: dict[str, tuple[str, int, str, str]]) -> str:
@@ -38,22 +39,29 @@ def doc_table(f: dict[str, tuple[str, int, str, str]]) -> str:
 def readme_sentence(f: dict[str, tuple[str, int, str, str]]) -> str:
     held, loso = f["hold-out runs, catalog constants"], f["all known runs, leave-one-source-out"]
     fit = f["fit runs, catalog constants"]
-    return (f"out of sample, the median |error| is {held[2]} over the {held[1]} hold-out runs "
-            f"(worst {held[3]}) and {loso[2]} under leave-one-source-out cross-validation over "
-            f"all {loso[1]} known runs (worst {loso[3]}); in-sample, over the {fit[1]} fit runs, "
-            f"{fit[2]} (worst {fit[3]})")
+    return (f"out of sample, against the newest published release of each configuration, the "
+            f"median |error| is {held[2]} over the {held[1]} hold-out runs (worst {held[3]}) and "
+            f"{loso[2]} under leave-one-source-out cross-validation over the {loso[1]} known "
+            f"runs (worst {loso[3]}); in-sample, over the {fit[1]} current fit runs, {fit[2]} "
+            f"(worst {fit[3]})")
+
+
+def with_table(text: str, marker: str, f: dict[str, tuple[str, int, str, str]]) -> str:
+    start = text.index(f"<!-- {marker} -->\n") + len(f"<!-- {marker} -->\n")
+    end = text.index(f"<!-- /{marker} -->")
+    return text[:start] + doc_table(f) + text[end:]
 
 
 def main() -> int:
     f = figures()
     doc = ROOT / "docs" / "calibration.md"
     text = doc.read_text(encoding="utf-8")
-    start = text.index("<!-- validate-figures -->\n") + len("<!-- validate-figures -->\n")
-    end = text.index("<!-- /validate-figures -->")
-    new_doc = text[:start] + doc_table(f) + text[end:]
+    new_doc = with_table(with_table(text, "validate-figures", f),
+                         "validate-figures-all-releases", figures(all_releases=True))
     readme = ROOT / "README.md"
     rtext = readme.read_text(encoding="utf-8")
-    pattern = re.compile(r"out of sample, the median \|error\| is .*?fit runs,\s+[\d.]+%\s+"
+    pattern = re.compile(r"out of sample, (?:against .*?)?the median \|error\| is .*?fit runs,\s+"
+                         r"[\d.]+%\s+"
                          r"\(worst [\d.]+%\)", re.S)
     if not pattern.search(rtext):
         raise SystemExit("README.md has no out-of-sample sentence to rewrite")
