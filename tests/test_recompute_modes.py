@@ -90,14 +90,15 @@ def test_megatron_modules_drop_what_they_recompute():
 
 def test_moe_modules():
     """moe drops the experts' tensors and router probabilities (k experts x (4 ffn + h) bf16 +
-    4 B x E); moe_act half of the expert tensors."""
+    4 B x E); moe_act the activation function's outputs, silu(w1 x) and the product (the
+    fc2 input) of the unfused SwiGLU: 2 of the 4 ffn tensors, not the input copies (#11)."""
     none = acts(MOE, R_NONE, moe=True)
     experts = 2 * S * B * 2 * (4 * 1408 + 2048)
     router = 4 * S * B * 8
     moe = acts(MOE, R_MODULES, moe=True, recompute_modules=M_MOE)
     assert none - moe == pytest.approx(experts + router, rel=REL)
     act = acts(MOE, R_MODULES, moe=True, recompute_modules=M_MOE_ACT)
-    assert none - act == pytest.approx(experts / 2, rel=REL)
+    assert none - act == pytest.approx(2 * S * B * 2 * (2 * 1408), rel=REL)
     fl = flops_per_token(MOE, S)
     routed = 2 * MOE.moe_layers * (2 * 3 * 2048 * 1408 + 2048 * 8)
     assert float(fl.recompute_extra(R_MODULES, M_MOE)) == pytest.approx(routed, rel=REL)

@@ -106,12 +106,13 @@ def _layout(model: ModelSpec, *, gpus: int | None, tp: int, pp: int, cp: int, ep
             recompute: str, offload: Any, sp: bool, flash_attention: bool, dropout: bool,
             stack: str = "megatron", shard_group: int = 0, recompute_modules: Any = None,
             recompute_every: int = 1, first_stage_layers: int = 0,
-            last_stage_layers: int = 0) -> tuple[Any, int]:
+            last_stage_layers: int = 0, schedule: str = "1f1b") -> tuple[Any, int]:
     from .spec import (
         OPTIMIZERS,
         PRECISIONS,
         R_MODULES,
         RECOMPUTE,
+        SCHEDULES,
         STACKS,
         Layout,
         code,
@@ -148,7 +149,8 @@ def _layout(model: ModelSpec, *, gpus: int | None, tp: int, pp: int, cp: int, ep
         optimizer=code(OPTIMIZERS, optimizer.lower(), "optimizer"),
         sp=sp, flash=flash_attention, offload=offload_code(offload), dropout=dropout,
         stack=code(STACKS, (stack or "megatron").lower(), "software stack"),
-        first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers)
+        first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers,
+        schedule=code(SCHEDULES, (schedule or "1f1b").lower(), "pipeline schedule"))
     layout.check(model, gpus)
     return layout, gpus
 
@@ -213,8 +215,13 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
              method: str = "full", lora_rank: int | None = None, lora_targets: str | None = None,
              quant: str | None = None, samples: int | None = None, epochs: float | None = None,
              packing: bool | None = None, padding_efficiency: float | None = None,
-             grad_reduce_dtype: str | None = None, **flags: Any) -> Estimate:
-    """Memory, time and cost of one configuration (`gpuplan estimate`). `flags`: the explicit
+             grad_reduce_dtype: str | None = None, schedule: str = "1f1b",
+             moments_dtype: str | None = None, activation_cache: str | None = None,
+             ema: str | None = None, **flags: Any) -> Estimate:
+    """Memory, time and cost of one configuration (`gpuplan estimate`). `schedule` 1f1b or
+    dualpipe; `moments_dtype`, `activation_cache`, `ema`: the run's memory options
+    (estimators/buffers.py: DeepSeek-V3's BF16 moments, FP8 activation cache, EMA in host
+    memory; None: the stack's default). `flags`: the explicit
     model flags (layers, hidden, heads, kv_heads, ffn, vocab, mlp, tied_embeddings) and the
     site flags (utilization, years, electricity, pue, grid_intensity, interruptions, reuse).
     Fine-tuning (#15): `method` full|lora|qlora|freeze, `lora_rank`, `lora_targets`, `quant`,
@@ -239,7 +246,7 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
                         shard_group=shard_group, recompute_modules=recompute_modules,
                         recompute_every=recompute_every,
                         first_stage_layers=first_stage_layers,
-                        last_stage_layers=last_stage_layers)
+                        last_stage_layers=last_stage_layers, schedule=schedule)
     if offer and usd_per_gpu_hour is not None:
         raise ConfigError("give either --offer or --usd-per-gpu-hour, not both")
     value = _tokens(tokens)
@@ -249,7 +256,9 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
     e = single.estimate(cat, m, acc, layout, gpus=n, tokens=value, offer=offer,
                         system=system, usd_per_gpu_hour=usd_per_gpu_hour, pricing=pricing,
                         overrides=_site_overrides(flags), power_limit_watts=power_limit_watts,
-                        grad_reduce_dtype=grad_reduce_dtype)
+                        grad_reduce_dtype=grad_reduce_dtype,
+                        memory_options=dict(moments_dtype=moments_dtype,
+                                            activation_cache=activation_cache, ema=ema))
     ft_facts.pop("tokens")
     info = sft.info(m, tokens=value, days=e.time_to_train_days, **ft_facts)
     return e if info is None and e.finetune is None else dataclasses.replace(e, finetune=info)

@@ -134,7 +134,7 @@ def _rules(v: LayoutArrays, m: Any, gpus: int | None) -> Iterator[tuple[str, Any
 # Codes of spec.RECOMPUTE / OFFLOAD_PARTS / RECOMPUTE_MODULES (rules sit below spec).
 _R_FULL, _R_MODULES, _N_RECOMPUTE = 2, 4, 5
 _O_PARAMS, _O_GRADS, _N_OFFLOAD = 2, 4, 16
-_M_MOE_PARTS, _N_MODULES = 4 | 8, 32
+_M_MOE_PARTS, _M_MLA_UP_PROJ, _N_MODULES = 4 | 8, 32, 64
 
 
 def _sharding_rules(v: LayoutArrays, m: Any) -> Iterator[tuple[str, Any]]:
@@ -150,6 +150,8 @@ def _sharding_rules(v: LayoutArrays, m: Any) -> Iterator[tuple[str, Any]]:
     yield "modules_range", other | ((v.rmods >= 1) & (v.rmods < _N_MODULES))
     if not m.is_moe:
         yield "modules_moe", other | ((v.rmods & _M_MOE_PARTS) == 0)
+    if not getattr(m, "kv_lora_rank", 0):
+        yield "modules_mla", other | ((v.rmods & _M_MLA_UP_PROJ) == 0)
     yield "every_range", (v.rk >= 1) & (v.rk <= m.layers)
     yield "every_full", (v.rk == 1) | (v.rcm == _R_FULL)
 
@@ -257,6 +259,9 @@ _MESSAGES: dict[str, _Msg] = {
         "core_attn,layernorm"),
     "modules_moe": lambda v, m, g: (
         f"--recompute-modules moe and moe_act need a mixture-of-experts model; {m.id} is dense"),
+    "modules_mla": lambda v, m, g: (
+        f"--recompute-modules mla_up_proj needs a model with multi-head latent attention "
+        f"(kv_lora_rank > 0, e.g. deepseek-v3); {m.id} has none"),
     "every_range": lambda v, m, g: (
         f"--recompute-every must be from 1 to the model's {m.layers} layers, got {_n(v['rk'])}"),
     "every_full": lambda v, m, g: (

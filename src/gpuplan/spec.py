@@ -31,8 +31,10 @@ PEAK_KEYS = ("fp32", "tf32", "fp16", "bf16", "fp8", "fp4")
 RECOMPUTE = ("none", "selective", "full", "op", "modules")
 R_NONE, R_SELECTIVE, R_FULL, R_OP, R_MODULES = range(5)
 # Megatron-LM --recompute-modules names, bit i = 1 << i in `Layout.recompute_modules`.
-RECOMPUTE_MODULES = ("core_attn", "mlp", "moe", "moe_act", "layernorm")
-M_CORE_ATTN, M_MLP, M_MOE, M_MOE_ACT, M_LAYERNORM = (1 << i for i in range(5))
+# mla_up_proj: multi-head latent attention's up-projections (and RoPE) recomputed from the
+# latents (Megatron-Core's MLA recompute_up_proj; DeepSeek-V3 report section 3.2.3).
+RECOMPUTE_MODULES = ("core_attn", "mlp", "moe", "moe_act", "layernorm", "mla_up_proj")
+M_CORE_ATTN, M_MLP, M_MOE, M_MOE_ACT, M_LAYERNORM, M_MLA_UP_PROJ = (1 << i for i in range(6))
 # What may be offloaded to host memory, bit i = 1 << i in `Layout.offload` (True = 1 =
 # optimizer state, the original meaning of the flag).
 OFFLOAD_PARTS = ("optimizer", "params", "grads", "activations")

@@ -67,7 +67,7 @@ def register(sub: Any) -> None:
                    "modules (Megatron-LM, with --recompute-modules)")
     g.add_argument("--recompute-modules", metavar="LIST",
                    help="Megatron-LM modules to recompute: core_attn, mlp, moe, moe_act, "
-                   "layernorm (comma-separated; implies --recompute modules)")
+                   "layernorm, mla_up_proj (comma-separated; implies --recompute modules)")
     g.add_argument("--recompute-every", type=positive_int, default=1, metavar="K",
                    help="with --recompute full: checkpoint every K-th layer only")
     g.add_argument("--offload", nargs="?", const="optimizer", default="", metavar="PARTS",
@@ -86,6 +86,19 @@ def register(sub: Any) -> None:
     g.add_argument("--grad-reduce-dtype", choices=("fp32", "bf16"),
                    help="gradient accumulation / reduction buffer dtype (default: the software "
                    "stack's, data/memory.toml; Megatron-LM and NeMo fp32)")
+    g.add_argument("--schedule", default="1f1b", choices=("1f1b", "dualpipe"),
+                   help="pipeline schedule: 1f1b (interleaved with --vpp) or DeepSeek-V3's "
+                   "dualpipe (two stages per rank, pp + 1 micro-batches in flight)")
+    g.add_argument("--moments-dtype", choices=("fp32", "bf16"),
+                   help="optimizer moments (AdamW m and v) dtype; the master weights stay "
+                   "fp32 (default fp32; bf16 as DeepSeek-V3 and Megatron's --exp-avg-dtype)")
+    g.add_argument("--activation-cache", choices=("stack", "fp8"),
+                   help="fp8 (with --precision fp8): DeepSeek-V3's low-precision cache, every "
+                   "linear input in FP8, the attention output in E5M6, MoE SwiGLU inputs in "
+                   "FP8 (default stack: as the software stack keeps them)")
+    g.add_argument("--ema", choices=("none", "gpu", "host"),
+                   help="an fp32 EMA of the parameters: on the GPU, or in host memory as "
+                   "DeepSeek-V3 keeps it (default none)")
     c = p.add_argument_group("run and cost")
     c.add_argument("--tokens", help="tokens to train on (2e12, 2T, 300B)")
     c.add_argument("--offer", help="cloud offer id: its price and its network")
@@ -118,6 +131,10 @@ def estimate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         usd_per_gpu_hour=args.usd_per_gpu_hour, pricing=args.pricing,
         power_limit_watts=args.power_limit_watts, catalog=args.catalog,
         grad_reduce_dtype=getattr(args, "grad_reduce_dtype", None),
+        schedule=getattr(args, "schedule", "1f1b"),
+        moments_dtype=getattr(args, "moments_dtype", None),
+        activation_cache=getattr(args, "activation_cache", None),
+        ema=getattr(args, "ema", None),
         **model_args(args), **site_args(args), **finetune_args(args))
 
 

@@ -14,11 +14,12 @@ from typing import Any
 import numpy as np
 
 from ..spec import FP8, R_NONE, ModelSpec
+from .buffers import ACT_E5M6_BYTES
 from .recompute import op_bytes, stored_bytes, transient_bytes
 from .shapes import act_element_bytes, kv_width_per_rank, tokens_per_rank
 
-__all__ = ["MLP_SAVED_FFN", "gemm_input_bytes", "layer_activation_bytes",
-           "layer_recompute_transient_bytes", "inflight_microbatches"]
+__all__ = ["MLP_SAVED_FFN", "attention_widths", "mla_terms", "gemm_input_bytes",
+           "layer_activation_bytes", "layer_recompute_transient_bytes", "inflight_microbatches"]
 
 # SwiGLU MLP tensors saved for backward, in units of s*b*ffn elements, for the unfused PyTorch
 # form w2(silu(w1 x) * w3 x) (Hugging Face Llama, torchtitan): w1 x, silu(w1 x), w3 x, product.
@@ -48,49 +49,100 @@ class LayerTerms:
     selective: Any
     full: Any  # the checkpointed layer input
     op: Any  # torchtitan per-op selective checkpointing
-    norm_out: Any  # the two norm outputs (QKV and MLP inputs): dropped by layernorm
+    norm_out: Any  # the norm outputs (QKV and MLP inputs; MLA: + the normed latents' f copy)
     mlp: Any  # the MLP's saved tensors (MoE: experts and router): dropped by mlp / moe
-    act_half: Any  # half of the expert tensors (the fc2 inputs): dropped by moe_act
+    act_out: Any  # the experts' activation-function outputs (fc2 inputs): dropped by moe_act
+    mla_up: Any = 0.0  # MLA's up-projection outputs (Q, K, V) net of what the checkpoint keeps
+    mla_norm: Any = 0.0  # the normed latents the up-projection checkpoint keeps beyond f
+
+
+def attention_widths(model: ModelSpec) -> tuple[int, int]:
+    """(query width, value width) summed over heads: heads * d_head twice for ordinary
+    attention; MLA (DeepSeek-V2, arXiv 2405.04434, section 2.1) heads * (d_head + rope) and
+    heads * v_head_dim."""
+    if model.is_mla:
+        return (model.heads * (model.d_head + model.rope_head_dim),
+                model.heads * (model.v_head_dim or model.d_head))
+    return model.heads * model.d_head, model.heads * model.d_head
 
 
 def layer_terms(model: ModelSpec, *, seq_len: Any, micro_batch: Any, tp: Any = 1, cp: Any = 1,
                 sp: Any = True, flash: Any = True, precision: Any = 2, dropout: Any = False,
                 moe: bool = False, fp8_input_bytes: Any = None,
-                swiglu_saved: Any = SWIGLU_SAVED_FFN) -> LayerTerms:
-    """The terms of `layer_activation_bytes` (formulas documented there). `fp8_input_bytes`
-    and `swiglu_saved` are the stack's (`buffers.StackBuffers`; None / 4: the 16-bit inputs
-    and the unfused SwiGLU)."""
+                swiglu_saved: Any = SWIGLU_SAVED_FFN, fp8_cache: Any = False) -> LayerTerms:
+    """The terms of `layer_activation_bytes` (formulas documented there). `fp8_input_bytes`,
+    `swiglu_saved` and `fp8_cache` are the stack's (`buffers.StackBuffers`; None / 4 / False:
+    the 16-bit inputs, the unfused SwiGLU, no DeepSeek-V3 low-precision cache)."""
     t = np.asarray(tp)
     e = act_element_bytes(precision)
-    f = gemm_input_bytes(precision, fp8_input_bytes)
+    cache = np.asarray(fp8_cache, bool) & (np.asarray(precision) == FP8)
+    f = np.where(cache, 1.0, gemm_input_bytes(precision, fp8_input_bytes))
     drop = np.asarray(dropout)
     flash_ = np.asarray(flash, bool)
     t_seq = np.where(np.asarray(sp, bool), t, 1)  # SP splits the replicated part too
     sb = tokens_per_rank(seq_len, micro_batch, cp)
     esb = e * sb
-    h, a, q = model.hidden, model.heads, model.heads * model.d_head
+    h, a = model.hidden, model.heads
+    qw, vw = attention_widths(model)
     fsb = f * sb  # a GEMM input saved for the weight gradient (FP8 under Transformer Engine)
     # norm inputs (2) in e, the norm outputs = QKV and MLP inputs (2) in f; 1-byte dropout
     # masks after attention-out and MLP
     replicated = (esb * (2 * h) + fsb * (2 * h) + drop * (2 * h) * sb) / t_seq
-    q_out = (esb + fsb) * q / t  # Q and the out-projection input
-    kv_rep = esb * (2 * q) / t  # non-flash: K, V repeated to all heads
+    # the out-projection input: f, or DeepSeek-V3's E5M6 tensor, shared with attention's
+    # backward (so flash attention keeps no 16-bit output of its own beside it)
+    osb = np.where(cache, ACT_E5M6_BYTES, f) * sb
+    q_out = (esb * qw + osb * vw) / t  # Q and the out-projection input
     # flash attention keeps its own 16-bit output when the out-projection saved an FP8 cast
-    flash_out = np.where(f < e, esb, 0.0) * q / t
-    kv_compact = esb * 2 * kv_width_per_rank(model, t)
+    flash_out = np.where((f < e) & ~cache, esb, 0.0) * vw / t
+    if model.is_mla:  # K (with the rotary part) and V of every head, split by tp
+        kv_rep = kv_compact = esb * (qw + vw) / t
+    else:
+        kv_rep = esb * (2 * qw) / t  # non-flash: K, V repeated to all heads
+        kv_compact = esb * 2 * kv_width_per_rank(model, t)
     stats = sb * (4.0 * a) / t  # flash attention: fp32 log-sum-exp per query and head
     # a*s^2*b: softmax output e, with dropout its output e and a 1-byte mask
     score = sb * np.asarray(seq_len) * a * (e + drop * (e + 1)) / t
-    mlp = sb * _mlp_saved(model, moe, e, f, swiglu_saved) / t
-    act_half = mlp / 2.0 if moe else 0.0 * esb  # half of the expert tensors: moe_act drops
+    swi_in = np.where(cache, 1.0, e) if moe else e  # DeepSeek-V3: MoE SwiGLU inputs in FP8
+    mlp = sb * _mlp_saved(model, moe, e, f, swiglu_saved, swi_in) / t
+    act_out = sb * _act_out(model, e, f, swiglu_saved) / t if moe else 0.0 * esb
     if moe:
         mlp = mlp + 4.0 * sb * model.experts  # router probabilities, fp32, replicated
-    common = replicated + q_out + mlp
+    lat = model.q_lora_rank + model.kv_lora_rank if model.is_mla else 0
+    mla_up, mla_norm = mla_terms(model, esb=esb, fsb=fsb, t=t, t_seq=t_seq, qw=qw, vw=vw)
+    common = replicated + q_out + mlp + (esb + fsb) * lat / t_seq  # MLA: the latents
     none = common + np.where(flash_, kv_compact + stats + flash_out, kv_rep + score)
     selective = common + kv_compact + flash_ * stats
     return LayerTerms(none=none, selective=selective, full=esb * h / t_seq,
                       op=op_bytes(model, esb, t, t_seq, stats, mlp, moe),
-                      norm_out=fsb * (2 * h) / t_seq, mlp=mlp, act_half=act_half)
+                      norm_out=fsb * (2 * h + lat) / t_seq, mlp=mlp, act_out=act_out,
+                      mla_up=mla_up, mla_norm=mla_norm)
+
+
+def mla_terms(model: ModelSpec, *, esb: Any, fsb: Any, t: Any, t_seq: Any, qw: int, vw: int
+              ) -> tuple[Any, Any]:
+    """(mla_up, mla_norm) of a multi-head latent attention layer, bytes per micro-batch; (0, 0)
+    for ordinary attention.
+
+    Megatron-Core's MultiLatentAttention: the down-projections give the query and KV latents
+    (q_lora_rank + kv_lora_rank = lat, and the shared rotary key); each latent passes an
+    RMSNorm (which saves its input, e: in `layer_terms`' latents) and an up-projection (which
+    saves the normed latent, a GEMM input, f; dropped with the other norm outputs by the
+    layernorm module). `mla_up_proj` (recompute_up_proj) runs the up-projections and RoPE
+    under CheckpointWithoutOutput: Q, K and V (e each) are discarded after the attention
+    core's forward and rebuilt before its backward; the checkpoint keeps its inputs, the
+    rotary key (e) and the normed latents in e (`mla_up` is net of them: the normed latents'
+    e - f is `mla_norm`). With layernorm as well the latent RMSNorms are recomputed too, as
+    DeepSeek-V3 does ("all RMSNorm operations and MLA up-projections", arXiv 2412.19437,
+    section 3.2.3), and only the raw latents stay: `recompute.stored_bytes` then drops
+    `mla_norm` too. The latents are not split by tp (the down-projections are replicated),
+    only by sequence parallelism; without a query latent (q_lora_rank 0) Q is rebuilt from
+    the layer's norm output.
+    """
+    if not model.is_mla:
+        return 0.0 * esb, 0.0 * esb
+    lat = model.q_lora_rank + model.kv_lora_rank
+    mla_norm = (esb - fsb) * lat / t_seq
+    return esb * (2 * qw + vw) / t - esb * model.rope_head_dim / t_seq - mla_norm, mla_norm
 
 
 def gemm_input_bytes(precision: Any, fp8_input_bytes: Any = None) -> Any:
@@ -143,6 +195,11 @@ def layer_activation_bytes(
     FP8 the GEMM inputs (QKV and MLP inputs, out-projection and fc2 inputs, expert input copies)
     cost fp8_input_bytes each, and flash attention then keeps its own 16-bit output beside the
     out-projection's FP8 input; SwiGLU saves swiglu_saved ffn tensors (3 fused, 4 unfused).
+    Multi-head latent attention (DeepSeek-V2/V3): Q and K are heads*(d_head + rope) wide, V and
+    the out-projection input heads*v_head_dim (`attention_widths`), plus the latents
+    (`mla_terms`). DeepSeek-V3's low-precision cache (`fp8_cache`, arXiv 2412.19437 section
+    3.3.3): every GEMM input in FP8, the out-projection input in E5M6 (1.5 B) shared with the
+    attention backward, the MoE SwiGLU inputs in FP8.
     """
     acts = layer_terms(model, seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sp=sp,
                        flash=flash, precision=precision, dropout=dropout, moe=moe)
@@ -150,16 +207,30 @@ def layer_activation_bytes(
 
 
 def _mlp_saved(model: ModelSpec, moe: bool, e: Any = 2.0, f: Any = 2.0,
-               swiglu_saved: Any = SWIGLU_SAVED_FFN) -> Any:
+               swiglu_saved: Any = SWIGLU_SAVED_FFN, swi_in: Any = None) -> Any:
     """Saved MLP bytes per token: GELU and squared ReLU 2*ffn, SwiGLU 4*ffn (unfused; the
     stack's `swiglu_saved`, 3 fused) elements (MLP_SAVED_FFN), of which the fc2 input (ffn) is
     a GEMM input at f bytes, the rest at e; MoE: (k + shared) experts, each with its input
-    copy (a GEMM input, f)."""
+    copy (a GEMM input, f), the SwiGLU inputs w1 x and w3 x (2 ffn) at `swi_in` bytes (None:
+    e; DeepSeek-V3's FP8 cache: 1)."""
     per = swiglu_saved if model.mlp == "swiglu" else MLP_SAVED_FFN[model.mlp]
     if not moe:
         return ((per - 1) * e + f) * model.ffn
     k = model.experts_per_token + model.shared_experts
+    if model.mlp == "swiglu" and swi_in is not None:
+        return k * ((2 * swi_in + (per - 3) * e + f) * model.expert_ffn + f * model.hidden)
     return k * (((per - 1) * e + f) * model.expert_ffn + f * model.hidden)
+
+
+def _act_out(model: ModelSpec, e: Any = 2.0, f: Any = 2.0,
+             swiglu_saved: Any = SWIGLU_SAVED_FFN) -> Any:
+    """Bytes per token of the (k + shared) experts' activation-function outputs, what moe_act
+    recomputes: the fc2 input (f) and, in the unfused SwiGLU, silu(w1 x) (e): fused SwiGLU 1
+    of its 3 ffn tensors, unfused 2 of 4, GELU and squared ReLU 1 of 2 (the activation's
+    input, or for squared ReLU the relu output, stays to recompute it from)."""
+    extra = (swiglu_saved - 3) * e if model.mlp == "swiglu" else 0.0
+    k = model.experts_per_token + model.shared_experts
+    return k * (extra + f) * model.expert_ffn
 
 
 def layer_recompute_transient_bytes(model: ModelSpec, *, recompute: Any,

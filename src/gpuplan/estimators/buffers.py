@@ -46,6 +46,26 @@ sourced there):
   without autocast: its own copy in the adapter dtype), 'shared' (the adapters take the frozen
   layer's input tensor itself, no dropout: one storage for q, k and v; torchtune's LoRALinear).
 
+- moment_bytes: bytes per element of the optimizer's moments (AdamW's first and second
+  moments, SGD's momentum, Adafactor's factored second moment): 4 = fp32, the default; 2 =
+  bf16 (DeepSeek-V3 report, arXiv 2412.19437, section 3.3.3 "Low-Precision Optimizer
+  States": AdamW moments in BF16, master weights and gradients kept in FP32; Megatron-Core's
+  precision-aware optimizer `--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16`). A run's setting
+  (`with_moments`, `--moments-dtype`), not a catalog column;
+- fp8_act_cache: DeepSeek-V3's low-precision activation caching (section 3.3.3 "Low-Precision
+  Activation"; with section 3.3.1's list of what stays in BF16/FP32): under FP8 every linear
+  layer caches its input in FP8 (1 B, whatever the stack's fp8_input_bytes); the input of the
+  linear after attention is one E5M6 tensor (12 bits, ACT_E5M6_BYTES) that the attention
+  backward reads too, so no separate 16-bit attention output is kept; the inputs of the
+  SwiGLU in MoE layers (w1 x | w3 x) are cached in FP8 (1 B). Norm inputs, attention's Q, K,
+  V and statistics, router probabilities and the dense layers' SwiGLU stay as the stack keeps
+  them. A run's setting (`with_activation_cache`, `--activation-cache fp8`); needs FP8;
+- ema: where an exponential moving average of the parameters lives: 'none' (the default),
+  'gpu' (an fp32 copy of the GPU's parameter shard, sharded like the optimizer state: the
+  `ema` line of `other`), 'host' (the same bytes in CPU memory, updated asynchronously after
+  each step: DeepSeek-V3 report section 3.2.3 "Exponential Moving Average in CPU"; counted in
+  `offloaded`, nothing on the GPU). A run's setting (`with_ema`, `--ema`).
+
 `LEGACY` is the model before stacks were an input (fp32 accumulation only with several
 micro-batches, one cached fp8 copy, no token buffers): what `memory_breakdown` uses when no
 table is given (the torch harness, tests of the bare formulas).
@@ -70,13 +90,20 @@ from .shapes import act_element_bytes, tokens_per_rank
 
 __all__ = ["StackBuffers", "LEGACY", "BUFFER_LINES", "from_table", "buffer_dtypes",
            "REDUCE_DTYPES", "logits_bytes", "pp_unsharded_grad_bytes", "dualpipe_copies",
-           "dualpipe_inflight"]
+           "dualpipe_inflight", "MOMENT_DTYPES", "ACTIVATION_CACHES", "EMA_PLACES",
+           "ACT_E5M6_BYTES"]
 
 REDUCE_DTYPES = {"fp32": 4.0, "bf16": 2.0}
+MOMENT_DTYPES = {"fp32": 4.0, "bf16": 2.0}
+# 'stack': the stack's own activation dtypes; 'fp8': DeepSeek-V3's low-precision caching
+ACTIVATION_CACHES = ("stack", "fp8")
+EMA_PLACES = ("none", "gpu", "host")
+# DeepSeek-V3's E5M6 format for the input of the linear after attention: 1 + 5 + 6 = 12 bits
+ACT_E5M6_BYTES = 1.5
 
 # The lines of `other`, in the order reports show them (each a MemoryBreakdown field).
 BUFFER_LINES = ("logits", "gathered", "grad_bucket", "grad_accum", "fp8_weights", "moe_tokens",
-                "allocator_margin", "runtime_context")
+                "ema", "allocator_margin", "runtime_context")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +124,9 @@ class StackBuffers:
     loss_chunks: tuple[float, ...] = (1.0,) * len(STACKS)
     adapter_bytes: tuple[float, ...] = (4.0,) * len(STACKS)
     adapter_input: tuple[str, ...] = ("autocast",) * len(STACKS)
+    moment_bytes: tuple[float, ...] = (4.0,) * len(STACKS)
+    fp8_act_cache: tuple[bool, ...] = (False,) * len(STACKS)
+    ema: tuple[str, ...] = ("none",) * len(STACKS)
 
     def pick(self, stack: Any) -> dict[str, Any]:
         """The constants of each configuration's stack (arrays shaped like `stack`)."""
@@ -112,6 +142,21 @@ class StackBuffers:
     def with_compiled_loss(self) -> StackBuffers:
         """Every stack running its loss under torch.compile (`compiled_loss`)."""
         return replace(self, compiled_loss=(True,) * len(self.compiled_loss))
+
+    def with_moments(self, dtype: str) -> StackBuffers:
+        """Every stack keeping the optimizer's moments in `dtype` ('fp32' or 'bf16';
+        `moment_bytes`): the `--moments-dtype` option."""
+        return replace(self, moment_bytes=(MOMENT_DTYPES[dtype],) * len(self.moment_bytes))
+
+    def with_activation_cache(self, mode: str) -> StackBuffers:
+        """Every stack caching activations as `mode` says ('stack' or 'fp8';
+        `fp8_act_cache`): the `--activation-cache` option."""
+        return replace(self, fp8_act_cache=(mode == "fp8",) * len(self.fp8_act_cache))
+
+    def with_ema(self, place: str) -> StackBuffers:
+        """Every stack keeping a parameter EMA at `place` ('none', 'gpu', 'host'; `ema`):
+        the `--ema` option."""
+        return replace(self, ema=(place,) * len(self.ema))
 
     def with_adapter_input(self, mode: str) -> StackBuffers:
         """Every stack's LoRA adapters saving their input as `mode` ('autocast', 'adapter',
@@ -156,7 +201,7 @@ def buffer_dtypes(precision: str, grad_reduce_bytes: float) -> dict[str, str]:
     # the 16-bit logits and head inputs beside the loss's fp32 log-softmax (logits_bytes)
     logits = "fp32" if half == "fp32" else f"{half}+fp32"
     return {"logits": logits, "gathered": half, "grad_bucket": reduce, "grad_accum": reduce,
-            "fp8_weights": "fp8", "moe_tokens": half, "allocator_margin": "-",
+            "fp8_weights": "fp8", "moe_tokens": half, "ema": "fp32", "allocator_margin": "-",
             "runtime_context": "-"}
 
 

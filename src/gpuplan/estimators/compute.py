@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..spec import FP8, R_OP, R_SELECTIVE, ModelSpec
-from .recompute import full_share, is_op, module_bits, op_recompute_fwd_flops
+from .recompute import full_share, is_op, mla_up_fwd_flops, module_bits, op_recompute_fwd_flops
 
 # Backward = 2 x forward (Kaplan et al. 2020, section 2.1).
 FWD_BWD = 3.0
@@ -55,6 +55,7 @@ class FlopsBreakdown:
     op_fwd: Any = 0.0
     dense_mlp_fwd: Any = 0.0
     moe_fwd: Any = 0.0
+    mla_up_fwd: Any = 0.0  # MLA's up-projections (the mla_up_proj module)
 
     @property
     def model(self) -> Any:
@@ -84,7 +85,8 @@ class FlopsBreakdown:
         """Forward FLOPs per token repeated by recompute (`spec.RECOMPUTE` codes): full a
         share 1/every of the layers' forward; selective and the core_attn module the
         attention core; op the matmuls op-SAC does not save; the mlp and moe modules those
-        layers' MLP forward (layernorm and moe_act repeat no GEMM)."""
+        layers' MLP forward; mla_up_proj MLA's up-projections (layernorm and moe_act repeat
+        no GEMM)."""
         r = np.asarray(recompute)
         out = (full_share(r, every) * self.forward_layers
                + (r == R_SELECTIVE) * self.attention_core_fwd)
@@ -92,7 +94,8 @@ class FlopsBreakdown:
             return out
         mb = module_bits(r, modules)
         return (out + mb["core_attn"] * self.attention_core_fwd + is_op(r) * self.op_fwd
-                + mb["mlp"] * self.dense_mlp_fwd + mb["moe"] * self.moe_fwd)
+                + mb["mlp"] * self.dense_mlp_fwd + mb["moe"] * self.moe_fwd
+                + mb["mla_up_proj"] * self.mla_up_fwd)
 
     def attention_executed(self, recompute: Any, modules: Any = 1, every: Any = 1) -> Any:
         """Attention-core FLOPs per token the hardware executes (recompute repeats the forward
@@ -139,7 +142,8 @@ def flops_per_token(model: ModelSpec, seq_len: Any) -> FlopsBreakdown:
                           mlp=mlp + 0 * s, router=router + 0 * s, lm_head=lm_head + 0 * s,
                           layers=L, op_fwd=op_recompute_fwd_flops(model) + 0 * s,
                           dense_mlp_fwd=dense_fwd + 0 * s,
-                          moe_fwd=(mlp + router) / FWD_BWD - dense_fwd + 0 * s)
+                          moe_fwd=(mlp + router) / FWD_BWD - dense_fwd + 0 * s,
+                          mla_up_fwd=mla_up_fwd_flops(model) + 0 * s)
 
 
 # --- achievable efficiency ---------------------------------------------------------------------

@@ -60,6 +60,12 @@ Conventions and sources (each formula is repeated beside its function):
   GQA, SwiGLU and squared ReLU (MLP_SAVED_FFN), flash attention, dropout on/off and fp32; see
   `layer_activation_bytes`.
 - Offload (optimizer, params, grads, activations; `recompute.py`) moves bytes to `offloaded`.
+- DeepSeek-V3's memory savings (arXiv 2412.19437), each a run's option (buffers.py): BF16
+  optimizer moments (section 3.3.3: master weights and gradients stay FP32; `moment_bytes`,
+  the `optimizer` part), the low-precision activation cache (3.3.3; `fp8_act_cache`, in
+  `activations.layer_terms`), the recompute of the MLA up-projections and RMSNorms (3.2.3;
+  recompute modules mla_up_proj and layernorm) and the parameter EMA in CPU memory (3.2.3;
+  `ema` = 'host': in `offloaded`; 'gpu': the `ema` line, fp32, sharded like the optimizer).
 - Buffers by software stack (`Layout.stack`): see buffers.py (data/memory.toml).
 - Loss phase and layer-backward phase (the peaks of torch's caching allocator; no constant is
   fitted). The loss's tensors (`logits`: the 16-bit logits, the fp32 log-softmax and its copies,
@@ -126,6 +132,7 @@ __all__ = ["MemoryBreakdown", "memory_breakdown", "layer_activation_bytes",
 _WEIGHT_B = np.array([4.0, 2.0, 2.0, 3.0])
 _GRAD_B = np.array([4.0, 2.0, 2.0, 2.0])
 _MASTER_B = np.array([0.0, 4.0, 4.0, 4.0])  # fp32 master copy kept by the optimizer when mixed
+EMA_BYTES = 4.0  # a parameter EMA in fp32 (buffers.StackBuffers.ema)
 
 
 def adafactor_state_per_param(model: ModelSpec) -> float:
@@ -147,19 +154,21 @@ def adafactor_state_per_param(model: ModelSpec) -> float:
 
 
 def model_state_bytes_per_param(
-    precision: Any, optimizer: Any, adafactor_state: float = 0.0
+    precision: Any, optimizer: Any, adafactor_state: float = 0.0, moment_bytes: Any = 4.0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(weight, gradient, optimizer) bytes per parameter, unsharded.
 
     ZeRO (arXiv 1910.02054) 3.1: mixed-precision Adam = 2 + 2 + 12 = 16 B/param.
     AdamW: master (4 when mixed) + m (4) + v (4); SGD: master + momentum (4);
-    Adafactor: master + 4 * adafactor_state (see `adafactor_state_per_param`).
+    Adafactor: master + 4 * adafactor_state (see `adafactor_state_per_param`). The moments
+    take `moment_bytes` each instead of 4 (2: BF16 moments, DeepSeek-V3 section 3.3.3: AdamW
+    = 4 + 2 + 2 = 8 B/param of optimizer state); the master copy stays fp32.
     """
     p = np.asarray(precision, dtype=np.intp)
     o = np.asarray(optimizer, dtype=np.intp)
     per_opt = np.array([0.0, 0.0, 0.0])
-    per_opt[ADAMW], per_opt[SGD], per_opt[ADAFACTOR] = 8.0, 4.0, 4.0 * adafactor_state
-    return _WEIGHT_B[p], _GRAD_B[p], _MASTER_B[p] + per_opt[o]
+    per_opt[ADAMW], per_opt[SGD], per_opt[ADAFACTOR] = 2.0, 1.0, adafactor_state
+    return _WEIGHT_B[p], _GRAD_B[p], _MASTER_B[p] + per_opt[o] * moment_bytes
 
 
 # --- the breakdown -----------------------------------------------------------------------------
@@ -185,6 +194,7 @@ class MemoryBreakdown:
     grad_accum: Any
     fp8_weights: Any  # FP8 weight copies cached for the step (Transformer Engine: + transpose)
     moe_tokens: Any  # MoE dispatch/combine token buffers of one layer
+    ema: Any  # a parameter EMA on the GPU (fp32, sharded like the optimizer state)
     overhead: Any  # allocator_margin + runtime_context
     offloaded: Any  # on the CPU, not in total
     total: Any
@@ -334,7 +344,8 @@ def _per_layer(model: ModelSpec, L: Layout, sb: dict[str, Any]) -> _PerLayer:
     kw = dict(seq_len=L.seq_len, micro_batch=L.micro_batch, tp=tp, cp=cp, sp=L.sp,
               precision=np.asarray(L.precision, dtype=np.intp))
     mods, every = L.recompute_modules, L.recompute_every
-    stack_kw = dict(fp8_input_bytes=sb["fp8_input_bytes"], swiglu_saved=sb["swiglu_saved_ffn"])
+    stack_kw = dict(fp8_input_bytes=sb["fp8_input_bytes"], swiglu_saved=sb["swiglu_saved_ffn"],
+                    fp8_cache=sb["fp8_act_cache"])
     dense = layer_terms(model, flash=L.flash, dropout=L.dropout, **kw, **stack_kw)
     dense_stored = stored_bytes(dense, rc, mods, every)
     dense_transient = transient_bytes(dense, rc, mods, every)
@@ -361,10 +372,10 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
                  ) -> tuple[dict[str, Any], ...]:
     """Every part of `MemoryBreakdown` (but `stage`) for the first, last and second rank."""
     precision = np.asarray(L.precision, dtype=np.intp)
-    wb, gb, ob = model_state_bytes_per_param(precision, L.optimizer,
-                                             adafactor_state_per_param(model))
     m = np.asarray(L.microbatches, dtype=float)
     sb = (stacks or bufm.LEGACY).pick(L.stack)
+    wb, gb, ob = model_state_bytes_per_param(precision, L.optimizer,
+                                             adafactor_state_per_param(model), sb["moment_bytes"])
     acts = _per_layer(model, L, sb)
     ft = finetune_of(model)
     dual = np.asarray(L.schedule) == S_DUALPIPE
@@ -413,7 +424,7 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
 
 
 _ALLOCATED = ("weights", "gradients", "optimizer", "activations", "logits", "gathered",
-              "grad_bucket", "grad_accum", "fp8_weights", "moe_tokens")
+              "grad_bucket", "grad_accum", "fp8_weights", "moe_tokens", "ema")
 
 
 def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any,
@@ -449,9 +460,11 @@ def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any,
     whole = gather & sb["pp_unsharded_step"] & (np.asarray(L.pp) > 1)
     stage = P.dense + np.where(egroup > 1, P.expert, 0.0)  # what ZeRO-3 shards and gathers
     accum = np.where(whole, bufm.pp_unsharded_grad_bytes(gb, sb) * stage, accum_b * n_grad)
-    return dict(**offload_state(L.offload, zero, m, weights=weights, grads=gb * n_grad,
-                                accum=accum, opt=opt, opt_grads=gb * n_opt,
-                                opt_weights=wb * n_opt),
+    st = offload_state(L.offload, zero, m, weights=weights, grads=gb * n_grad, accum=accum,
+                       opt=opt, opt_grads=gb * n_opt, opt_weights=wb * n_opt)
+    ema = EMA_BYTES * n_opt  # an fp32 EMA of the parameters this GPU updates
+    st["offloaded"] = st["offloaded"] + np.where(sb["ema"] == "host", ema, 0.0)
+    return dict(**st, ema=np.where(sb["ema"] == "gpu", ema, 0.0),
                 gathered=np.where(gather, wb * np.where(whole, stage, layers * unit + P.root),
                                   0.0),
                 grad_bucket=np.where((zero >= 2) & (group > 1),

@@ -36,6 +36,7 @@ from ..spec import (
     FP32,
     M_CORE_ATTN,
     M_LAYERNORM,
+    M_MLA_UP_PROJ,
     M_MLP,
     M_MOE,
     M_MOE_ACT,
@@ -56,9 +57,11 @@ from ..spec import (
 from ..workload import finetune_of
 from . import buffers as bufm
 from . import finetune
-from .activations import LayerTerms, _mlp_saved
+from .activations import LayerTerms, _act_out, _mlp_saved, attention_widths, mla_terms
+from .buffers import ACT_E5M6_BYTES
 from .memory import (
     _ALLOCATED,
+    EMA_BYTES,
     MemoryBreakdown,
     adafactor_state_per_param,
     memory_breakdown,
@@ -153,34 +156,46 @@ def summary(mem: MemoryBreakdown, unit: float = 1.0) -> dict[str, Any]:
 
 def _layer_terms(model: ModelSpec, c: dict[str, Any], sb_: dict[str, Any],
                  moe: bool = False) -> LayerTerms:
-    """activations.layer_terms (with activations.gemm_input_bytes), the stack's
-    fp8_input_bytes and swiglu_saved_ffn from `sb_` (buffers.StackBuffers.pick)."""
+    """activations.layer_terms (with activations.gemm_input_bytes and mla_terms), the stack's
+    fp8_input_bytes, swiglu_saved_ffn and fp8_act_cache from `sb_`
+    (buffers.StackBuffers.pick)."""
     t, e = float(c["tp"]), float(ACT_BYTES[c["precision"]])
-    f = float(sb_["fp8_input_bytes"]) if c["precision"] == FP8 else e
+    cache = bool(sb_["fp8_act_cache"]) and c["precision"] == FP8
+    f = 1.0 if cache else (float(sb_["fp8_input_bytes"]) if c["precision"] == FP8 else e)
     drop, flash = float(bool(c["dropout"])), bool(c["flash"])
     t_seq = t if c["sp"] else 1.0
     sb = float(c["seq_len"]) * float(c["micro_batch"]) / float(c["cp"])
     esb = e * sb
-    h, a, q = model.hidden, model.heads, model.heads * model.d_head
+    h, a = model.hidden, model.heads
+    qw, vw = attention_widths(model)
     fsb = f * sb
     replicated = (esb * (2 * h) + fsb * (2 * h) + drop * (2 * h) * sb) / t_seq
-    q_out = (esb + fsb) * q / t
-    kv_rep = esb * (2 * q) / t
-    flash_out = (esb if f < e else 0.0) * q / t
-    kv_compact = esb * 2 * (model.d_head * max(model.kv_heads / t, 1.0))
+    osb = (ACT_E5M6_BYTES if cache else f) * sb
+    q_out = (esb * qw + osb * vw) / t
+    flash_out = (esb if f < e and not cache else 0.0) * vw / t
+    if model.is_mla:
+        kv_rep = kv_compact = esb * (qw + vw) / t
+    else:
+        kv_rep = esb * (2 * qw) / t
+        kv_compact = esb * 2 * (model.d_head * max(model.kv_heads / t, 1.0))
     stats = sb * (4.0 * a) / t
     score = sb * float(c["seq_len"]) * a * (e + drop * (e + 1)) / t
-    mlp = sb * _mlp_saved(model, moe, e, f, float(sb_["swiglu_saved_ffn"])) / t
-    act_half = mlp / 2.0 if moe else 0.0 * esb
+    swi = float(sb_["swiglu_saved_ffn"])
+    swi_in = (1.0 if cache else e) if moe else e
+    mlp = sb * _mlp_saved(model, moe, e, f, swi, swi_in) / t
+    act_out = sb * _act_out(model, e, f, swi) / t if moe else 0.0 * esb
     if moe:
         mlp = mlp + 4.0 * sb * model.experts
-    common = replicated + q_out + mlp
+    lat = model.q_lora_rank + model.kv_lora_rank if model.is_mla else 0
+    mla_up, mla_norm = mla_terms(model, esb=esb, fsb=fsb, t=t, t_seq=t_seq, qw=qw, vw=vw)
+    common = replicated + q_out + mlp + (esb + fsb) * lat / t_seq
     none = common + (kv_compact + stats + flash_out if flash else kv_rep + score)
     selective = common + kv_compact + flash * stats
     return LayerTerms(none=none, selective=selective, full=esb * h / t_seq,
                       op=(op_bytes(model, esb, t, t_seq, stats, mlp, moe)  # read by op alone
                           if c["recompute"] == R_OP else math.nan),
-                      norm_out=fsb * (2 * h) / t_seq, mlp=mlp, act_half=act_half)
+                      norm_out=fsb * (2 * h + lat) / t_seq, mlp=mlp, act_out=act_out,
+                      mla_up=mla_up, mla_norm=mla_norm)
 
 
 def _stored(acts: LayerTerms, c: dict[str, Any], moe: bool = False) -> float:
@@ -194,11 +209,14 @@ def _stored(acts: LayerTerms, c: dict[str, Any], moe: bool = False) -> float:
     if rc != R_MODULES:
         return acts.op
     mods = int(c["recompute_modules"])
-    bit = {m: (mods & m) != 0 for m in (M_CORE_ATTN, M_MLP, M_MOE, M_MOE_ACT, M_LAYERNORM)}
+    bit = {m: (mods & m) != 0 for m in (M_CORE_ATTN, M_MLP, M_MOE, M_MOE_ACT, M_LAYERNORM,
+                                        M_MLA_UP_PROJ)}
     drop_mlp = bit[M_MOE] if moe else bit[M_MLP]
     return (acts.none - bit[M_CORE_ATTN] * (acts.none - acts.selective)
             - bit[M_LAYERNORM] * acts.norm_out - drop_mlp * acts.mlp
-            - ((bit[M_MOE_ACT] and not drop_mlp) * acts.act_half if moe else 0.0))
+            - ((bit[M_MOE_ACT] and not drop_mlp) * acts.act_out if moe else 0.0)
+            - bit[M_MLA_UP_PROJ] * acts.mla_up
+            - (bit[M_MLA_UP_PROJ] and bit[M_LAYERNORM]) * acts.mla_norm)
 
 
 def _transient(acts: LayerTerms, c: dict[str, Any], moe: bool = False) -> float:
@@ -283,8 +301,11 @@ def _state(P: StageParams, c: dict[str, Any], state_b: tuple[float, float, float
     stage = P.dense + (P.expert if egroup > 1 else 0.0)
     accum = ((sb["grad_reduce_bytes"] if sb["reduce_copy"] and wider else gb) * stage if whole
              else accum_b * n_grad)
-    return dict(**_offload_state(c, m, weights=weights, grads=gb * n_grad, accum=accum,
-                                 opt=ob * n_opt, opt_grads=gb * n_opt, opt_weights=wb * n_opt),
+    st = _offload_state(c, m, weights=weights, grads=gb * n_grad, accum=accum, opt=ob * n_opt,
+                        opt_grads=gb * n_opt, opt_weights=wb * n_opt)
+    ema = EMA_BYTES * n_opt
+    st["offloaded"] = st["offloaded"] + (ema if sb["ema"] == "host" else 0.0)
+    return dict(**st, ema=ema if sb["ema"] == "gpu" else 0.0,
                 gathered=wb * (stage if whole else layers * unit + P.root) if gather else 0.0,
                 grad_bucket=bucket_b * unit if zero >= 2 and group > 1 else 0.0,
                 fp8_weights=((sb["fp8_weight_bytes"] - primary) if fp8 else 0.0) * n_w,
@@ -295,10 +316,10 @@ def _stage_dicts(model: ModelSpec, layout: Any, c: dict[str, Any], runtime: floa
                  fragmentation: float, stacks: bufm.StackBuffers) -> list[dict[str, Any]]:
     """memory._stage_dicts: every part of the first, the last and the second rank."""
     ada = adafactor_state_per_param(model) if c["optimizer"] == ADAFACTOR else 0.0
-    state_b = tuple(float(x) for x in model_state_bytes_per_param(
-        c["precision"], c["optimizer"], ada))
     m = float(c["global_batch"]) / (float(c["dp"]) * float(c["micro_batch"]))
     sb = {k: getattr(stacks, k)[c["stack"]] for k in stacks.__dataclass_fields__}
+    state_b = tuple(float(x) for x in model_state_bytes_per_param(
+        c["precision"], c["optimizer"], ada, float(sb["moment_bytes"])))
     acts = _per_layer(model, c, sb)
     ft = finetune_of(model)
     dual = c["schedule"] == S_DUALPIPE

@@ -21,8 +21,13 @@ cannot disagree. Codes are `spec.RECOMPUTE`, `spec.RECOMPUTE_MODULES` and `spec.
   tensors (what `selective` always did); layernorm drops the two norm outputs (the QKV and MLP
   inputs; CheckpointWithoutOutput recomputes them, 0 GEMM FLOPs); mlp checkpoints the dense MLP
   (keeps its input, repeats its forward); moe checkpoints the whole MoE layer (experts, router,
-  shared experts); moe_act recomputes the experts' activation function, dropping half of the
-  expert tensors (the fc2 input: SwiGLU 2 of 4, GELU 1 of 2), with no GEMM FLOPs.
+  shared experts); moe_act recomputes the experts' activation function, dropping its outputs
+  (the fc2 input; unfused SwiGLU also silu(w1 x): fused SwiGLU 1 of its 3 ffn tensors,
+  unfused 2 of 4, GELU 1 of 2), with no GEMM FLOPs; mla_up_proj (multi-head latent attention
+  only; Megatron-Core MultiLatentAttention recompute_up_proj, the DeepSeek-V3 report's
+  "recomputation of ... MLA up-projection", arXiv 2412.19437 section 3.2.3) drops Q, K and V
+  and repeats the up-projections' forward (`mla_up_fwd_flops`); with layernorm as well, the
+  latent RMSNorms too (`activations.mla_terms`).
 - offload (a bitmask): optimizer (ZeRO-Offload, Ren et al. 2021, arXiv 2101.06840), params
   (ZeRO-Infinity offload_param, Rajbhandari et al. 2021, arXiv 2104.07857; FSDP CPUOffload),
   grads (ZeRO-Offload's gradient partitions), activations (Megatron-LM/NeMo activation offload:
@@ -39,6 +44,7 @@ import numpy as np
 from ..spec import (
     M_CORE_ATTN,
     M_LAYERNORM,
+    M_MLA_UP_PROJ,
     M_MLP,
     M_MOE,
     M_MOE_ACT,
@@ -54,8 +60,8 @@ from ..spec import (
 )
 
 __all__ = ["ACT_OFFLOAD_RESIDENT", "OFFLOAD_OVERLAP", "bit", "full_share", "host_traffic",
-           "module_bits", "op_saved_widths", "op_recompute_fwd_flops", "offload_bits",
-           "stored_bytes", "transient_bytes"]
+           "mla_up_fwd_flops", "module_bits", "op_saved_widths", "op_recompute_fwd_flops",
+           "offload_bits", "stored_bytes", "transient_bytes"]
 
 # Activation offload keeps the layer being computed and the one whose transfer is in flight
 # on the GPU (Megatron-LM's cpu_offloading double buffer; our reading, an assumption).
@@ -80,7 +86,7 @@ def offload_bits(offload: Any) -> dict[str, Any]:
 def module_bits(recompute: Any, modules: Any) -> dict[str, Any]:
     """Which Megatron-LM modules are recomputed (all False unless recompute = modules)."""
     on = np.asarray(recompute) == R_MODULES
-    masks = (M_CORE_ATTN, M_MLP, M_MOE, M_MOE_ACT, M_LAYERNORM)
+    masks = (M_CORE_ATTN, M_MLP, M_MOE, M_MOE_ACT, M_LAYERNORM, M_MLA_UP_PROJ)
     return {name: on & bit(modules, m) for name, m in zip(RECOMPUTE_MODULES, masks, strict=True)}
 
 
@@ -144,6 +150,19 @@ def op_recompute_fwd_flops(model: ModelSpec) -> float:
     return model.layers * attn + dense_layers * mlp
 
 
+def mla_up_fwd_flops(model: ModelSpec) -> float:
+    """Forward FLOPs per token, all layers, that mla_up_proj repeats: the query and KV
+    up-projections, 2 x q_lora_rank x heads x (d_head + rope) + 2 x kv_lora_rank x heads x
+    (d_head + v_head_dim) per layer (0 without MLA; without a query latent the query
+    projection from the hidden state, hidden x heads x (d_head + rope))."""
+    if not model.is_mla:
+        return 0.0
+    qk = model.heads * (model.d_head + model.rope_head_dim)
+    kv = model.heads * (model.d_head + (model.v_head_dim or model.d_head))
+    q_in = model.q_lora_rank or model.hidden
+    return model.layers * 2.0 * (q_in * qk + model.kv_lora_rank * kv)
+
+
 def is_op(recompute: Any) -> Any:
     return np.asarray(recompute) == R_OP
 
@@ -160,7 +179,9 @@ def stored_bytes(acts: Any, rc: Any, modules: Any = 1, every: Any = 1,
     drop_mlp = mb["moe"] if moe else mb["mlp"]
     mods = (acts.none - mb["core_attn"] * (acts.none - acts.selective)
             - mb["layernorm"] * acts.norm_out - drop_mlp * acts.mlp
-            - ((mb["moe_act"] & ~drop_mlp) * acts.act_half if moe else 0.0))
+            - ((mb["moe_act"] & ~drop_mlp) * acts.act_out if moe else 0.0)
+            - mb["mla_up_proj"] * acts.mla_up
+            - (mb["mla_up_proj"] & mb["layernorm"]) * acts.mla_norm)
     return np.choose(rc, [acts.none, acts.selective, full, acts.op, mods])
 
 

@@ -13,7 +13,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..spec import FP8, M_CORE_ATTN, M_MLP, M_MOE, R_FULL, R_MODULES, R_OP, R_SELECTIVE, ModelSpec
+from ..spec import (
+    FP8,
+    M_CORE_ATTN,
+    M_MLA_UP_PROJ,
+    M_MLP,
+    M_MOE,
+    R_FULL,
+    R_MODULES,
+    R_OP,
+    R_SELECTIVE,
+    ModelSpec,
+)
 from .compute import FWD_BWD, LOGITS_BYTES_PER_VOCAB, ROUTER_BYTES_PER_EXPERT, flops_per_token
 from .scalars import clip, div, mn, mx, stage_layers  # noqa: F401 (timing_one reads them here)
 
@@ -117,7 +128,7 @@ def flops(model: ModelSpec, s: float) -> dict[str, float]:
     fl = flops_per_token(model, s)
     return dict(model=float(fl.model), attention=float(fl.attention), lm_head=float(fl.lm_head),
                 op_fwd=float(fl.op_fwd), dense_mlp_fwd=float(fl.dense_mlp_fwd),
-                moe_fwd=float(fl.moe_fwd))
+                moe_fwd=float(fl.moe_fwd), mla_up_fwd=float(fl.mla_up_fwd))
 
 
 def full_share(rc: int, every: float) -> float:
@@ -139,7 +150,8 @@ def recompute_extra(fl: dict[str, float], rc: int, mods: float = 1, every: float
         return out
     return (out + module_bit(rc, mods, M_CORE_ATTN) * core + (rc == R_OP) * fl["op_fwd"]
             + module_bit(rc, mods, M_MLP) * fl["dense_mlp_fwd"]
-            + module_bit(rc, mods, M_MOE) * fl["moe_fwd"])
+            + module_bit(rc, mods, M_MOE) * fl["moe_fwd"]
+            + module_bit(rc, mods, M_MLA_UP_PROJ) * fl["mla_up_fwd"])
 
 
 def attention_executed(fl: dict[str, float], rc: int, mods: float, every: float) -> float:

@@ -37,8 +37,22 @@ def _header(r: Estimate) -> list[str]:
         + (f" ({','.join(lay.recompute_modules)})" if lay.recompute_modules else "")
         + (f" every {lay.recompute_every} layers" if lay.recompute_every > 1 else "") + "  "
         f"SP {'on' if lay.sp else 'off'}  flash attention {'on' if lay.flash else 'off'}"
-        + _offloaded(lay) + f"  stack {lay.stack}",
+        + _offloaded(lay) + f"  stack {lay.stack}"
+        + (f"  schedule {lay.schedule}" if getattr(lay, "schedule", "1f1b") != "1f1b" else ""),
+        *_memory_options(lay),
     ]
+
+
+def _memory_options(lay: Any) -> list[str]:
+    """The run's memory options that differ from the defaults (estimators/buffers.py)."""
+    parts = []
+    if getattr(lay, "moments_dtype", "fp32") != "fp32":
+        parts.append(f"optimizer moments {lay.moments_dtype} (master weights fp32)")
+    if getattr(lay, "activation_cache", "stack") != "stack":
+        parts.append(f"activation cache {lay.activation_cache} (DeepSeek-V3)")
+    if getattr(lay, "ema", "none") != "none":
+        parts.append(f"parameter EMA fp32 on the {'GPU' if lay.ema == 'gpu' else 'host'}")
+    return [f"        {'  '.join(parts)}"] if parts else []
 
 
 def _offloaded(lay: Any) -> str:
@@ -67,6 +81,7 @@ BUFFER_WORDS = {
     "grad_accum": "gradient accumulation buffer",
     "fp8_weights": "FP8 weight copies",
     "moe_tokens": "MoE token buffers",
+    "ema": "parameter EMA",
     "allocator_margin": "allocator margin (reserved, not allocated)",
     "runtime_context": "CUDA context, workspaces, NCCL",
 }

@@ -66,6 +66,12 @@ class LayoutInfo:
     offload_parts: tuple[str, ...] = ()
     recompute_modules: tuple[str, ...] = ()
     recompute_every: int = 1
+    # the pipeline schedule (spec.SCHEDULES) and the run's memory options
+    # (estimators.buffers: optimizer moments dtype, activation cache, parameter EMA place)
+    schedule: str = "1f1b"
+    moments_dtype: str = "fp32"
+    activation_cache: str = "stack"
+    ema: str = "none"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,10 +15,12 @@ from ..estimators import cost as costm
 from ..estimators.memory_one import summary as mem_summary
 from ..estimators.timing import TIMING_PARTS
 from ..spec import (
+    FP8,
     OPTIMIZERS,
     PRECISIONS,
     R_MODULES,
     RECOMPUTE,
+    SCHEDULES,
     STACKS,
     Accelerator,
     Layout,
@@ -156,7 +158,7 @@ def _layout_info(layout: Layout) -> LayoutInfo:
         shard_group=int(v["shard_group"]), offload_parts=offload_names(int(v["offload"])),
         recompute_modules=(module_names(int(v["recompute_modules"]))
                            if int(v["recompute"]) == R_MODULES else ()),
-        recompute_every=int(v["recompute_every"]))
+        recompute_every=int(v["recompute_every"]), schedule=SCHEDULES[int(v["schedule"])])
 
 
 def _warnings(plat: Platform, layout: Layout, gpus: int, memory_bytes: Any, capacity_bytes: float,
@@ -191,10 +193,12 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
              tokens: float | None, offer: str | None, system: str | None,
              usd_per_gpu_hour: float | None, pricing: str | None,
              overrides: dict[str, float | None],
-             power_limit_watts: float | None = None, grad_reduce_dtype: str | None = None
-             ) -> Estimate:
+             power_limit_watts: float | None = None, grad_reduce_dtype: str | None = None,
+             memory_options: dict[str, str | None] | None = None) -> Estimate:
     check_precision(gpu, PRECISIONS[int(layout.precision)])
-    site = with_grad_reduce(site_from_catalog(cat, **overrides), grad_reduce_dtype)
+    site = with_memory_options(with_grad_reduce(site_from_catalog(cat, **overrides),
+                                                grad_reduce_dtype), layout,
+                               **(memory_options or {}))
     plat = resolve_platform(cat, gpu, offer, system)
     hw = hardware_table(cat, [(gpu, plat)])
     stack = STACKS[int(one(layout.stack))]
@@ -212,7 +216,7 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
     base: dict[str, Any] = dict(
         model=model.id, params=model.total_params(), active_params=model.active_params(),
         gpu=gpu.id, gpus=gpus, platform=plat.id, gpus_per_node=plat.gpus_per_node,
-        layout=_layout_info(layout),
+        layout=_memory_echo(_layout_info(layout), layout, site),
         memory_gib=MemoryGiB(**{k: first(v) / GiB for k, v in mem_summary(mem).items()}),
         memory_detail_gib=tuple((k, first(getattr(mem, k)) / GiB) for k in
                                 mem.__dataclass_fields__
@@ -253,6 +257,37 @@ def with_grad_reduce(site: Site, dtype: str | None) -> Site:
                           f"got {dtype!r}")
     return replace(site, stack_buffers=(site.stack_buffers or bufm.LEGACY)
                    .with_grad_reduce(dtype))
+
+
+def with_memory_options(site: Site, layout: Layout, moments_dtype: str | None = None,
+                        activation_cache: str | None = None, ema: str | None = None) -> Site:
+    """The site with every stack keeping the run's memory options (estimators/buffers.py:
+    `--moments-dtype`, `--activation-cache`, `--ema`; None: the stack's own)."""
+    sb = site.stack_buffers or bufm.LEGACY
+    for value, names, what in ((moments_dtype, tuple(bufm.MOMENT_DTYPES), "--moments-dtype"),
+                               (activation_cache, bufm.ACTIVATION_CACHES, "--activation-cache"),
+                               (ema, bufm.EMA_PLACES, "--ema")):
+        if value is not None and value not in names:
+            raise ConfigError(f"{what} must be one of {', '.join(names)}, got {value!r}")
+    if activation_cache == "fp8" and int(one(layout.precision)) != FP8:
+        raise ConfigError("--activation-cache fp8 caches FP8 activations and needs "
+                          "--precision fp8; drop it or add --precision fp8")
+    if moments_dtype is not None:
+        sb = sb.with_moments(moments_dtype)
+    if activation_cache is not None:
+        sb = sb.with_activation_cache(activation_cache)
+    if ema is not None:
+        sb = sb.with_ema(ema)
+    return site if sb is (site.stack_buffers or bufm.LEGACY) else replace(site, stack_buffers=sb)
+
+
+def _memory_echo(info: LayoutInfo, layout: Layout, site: Site) -> LayoutInfo:
+    """The layout echo with the memory options its stack runs with (`with_memory_options`)."""
+    sb = site.stack_buffers or bufm.LEGACY
+    s = int(one(layout.stack))
+    moments = {v: k for k, v in bufm.MOMENT_DTYPES.items()}[float(sb.moment_bytes[s])]
+    return replace(info, moments_dtype=moments,
+                   activation_cache="fp8" if sb.fp8_act_cache[s] else "stack", ema=sb.ema[s])
 
 
 def memory_buffers(mem: Any, layout: Layout, site: Site) -> tuple[tuple[str, float, str], ...]:
