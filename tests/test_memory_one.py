@@ -4,7 +4,9 @@ model (`memory.memory_breakdown`) on random configurations, field by field, to 1
 HSDP shard groups, recompute modes and modules, offload parts, 1F1B and DualPipe), fine-tuning
 methods (with each stack's adapter dtype and loss chunks), precisions (FP8 under each stack's
 primary weights and GEMM inputs), optimizers, every software stack, a compiled loss, and
-SwiGLU, GELU and squared-ReLU MLPs."""
+SwiGLU, GELU and squared-ReLU MLPs, and the run's memory options (BF16 moments, DeepSeek-V3's
+FP8 activation cache, a parameter EMA on the GPU or the host) with the mla_up_proj module on
+MLA models (#11)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,16 @@ from gpuplan.estimators import buffers
 from gpuplan.estimators.memory import MemoryBreakdown, memory_breakdown
 from gpuplan.estimators.memory_one import memory_breakdown_one, mirrors
 from gpuplan.search.evaluate import site_from_catalog
-from gpuplan.spec import FP8, OFFLOAD_PARTS, RECOMPUTE, S_1F1B, S_DUALPIPE, STACKS, Layout
+from gpuplan.spec import (
+    FP8,
+    OFFLOAD_PARTS,
+    R_MODULES,
+    RECOMPUTE,
+    S_1F1B,
+    S_DUALPIPE,
+    STACKS,
+    Layout,
+)
 
 MODELS = ("llama3-8b", "llama3-70b", "gpt3-175b", "deepseek-v3", "mixtral-8x7b", "bert-large",
           "bloom-176b", "relu2")  # relu2: gpt3-175b with a squared-ReLU MLP (no catalog model)
@@ -56,7 +67,7 @@ def _random_case(cat, rng):
                  offload=int(rng.integers(0, 1 << len(OFFLOAD_PARTS))) if rng.random() < 0.3
                  else 0, first_stage_layers=first, last_stage_layers=last,
                  shard_group=int(rng.choice([0, 0, 2, 8, 16])) if zero and dp * cp > 1 else 0,
-                 recompute_modules=int(rng.integers(1, 32)),
+                 recompute_modules=int(rng.integers(1, 64)),
                  recompute_every=int(rng.choice([1, 2, 4])),
                  schedule=S_DUALPIPE if rng.random() < 0.25 else S_1F1B)
     return model, lay
@@ -79,12 +90,22 @@ def test_scalar_memory_equals_the_vectorized_model_on_random_configurations(cat,
         assert mirrors(lay)
         loss = rng.random() < 0.3  # a compiled loss (StackBuffers.with_compiled_loss)
         case = compiled if loss else kw
+        opts = ()
+        if rng.random() < 0.4:  # the run's memory options (#11: DeepSeek-V3's savings)
+            opts = (str(rng.choice(["fp32", "bf16"])), str(rng.choice(["stack", "fp8"])),
+                    str(rng.choice(["none", "gpu", "host"])))
+            case = {**case, "stacks": (case["stacks"] or buffers.LEGACY).with_moments(opts[0])
+                    .with_activation_cache(opts[1]).with_ema(opts[2])}
         with np.errstate(all="ignore"):
             vec = memory_breakdown(model, lay, **case)
         one = memory_breakdown_one(model, lay, **case)
         for f in fields(MemoryBreakdown):
             v, o = np.asarray(getattr(vec, f.name)).reshape(-1)[0], getattr(one, f.name)
             assert same(o, v), (f.name, o, v, model.id, lay, loss)
+        seen |= {("opts", *opts[:2], opts[1] == "fp8" and lay.precision == FP8, model.is_mla)
+                 for _ in (1,) if opts} | {("ema", opts[2]) for _ in (1,) if opts}
+        seen |= {("mla_up", model.is_mla, bool(lay.recompute_modules & 32)
+                  and lay.recompute == R_MODULES)}
         seen |= {("stack", lay.stack, lay.precision == FP8), ("dualpipe", lay.schedule),
                  ("compiled", loss), ("mlp", model.mlp), ("tuned", lay.stack, one.tuned)}
     # the generator reaches every stack with and without FP8 and with a fine-tuned model,
@@ -93,6 +114,10 @@ def test_scalar_memory_equals_the_vectorized_model_on_random_configurations(cat,
         ("tuned", s, True) for s in range(len(STACKS))} | {
         ("dualpipe", S_DUALPIPE), ("dualpipe", S_1F1B), ("compiled", True), ("compiled", False),
         ("mlp", "swiglu"), ("mlp", "gelu"), ("mlp", "relu2")}
+    if stacks == "catalog":  # and the memory options, on MLA and other models (#11)
+        want |= {("ema", e) for e in ("none", "gpu", "host")} | {
+            ("opts", "bf16", "fp8", True, True), ("opts", "fp32", "stack", False, True),
+            ("opts", "bf16", "fp8", True, False), ("mla_up", True, True)}
     assert want <= seen, sorted(want - seen)
 
 
