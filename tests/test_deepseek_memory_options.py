@@ -142,6 +142,8 @@ def test_the_options_reach_estimate_and_cost_time(cat):
     (dict(model="llama3-8b", activation_cache="fp8"), "needs --precision fp8"),
     (dict(model="llama3-8b", moments_dtype="fp8"), "--moments-dtype must be one of"),
     (dict(model="llama3-8b", ema="cpu"), "--ema must be one of"),
+    (dict(model="llama3-8b", schedule="dualpipe"), "use --pp 2 or more"),
+    (dict(model="llama3-8b", schedule="zb"), "unknown pipeline schedule"),
 ])
 def test_bad_input_is_one_clear_line(cat, kw, words):
     with pytest.raises(ConfigError) as err:

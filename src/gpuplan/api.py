@@ -132,6 +132,9 @@ def _layout(model: ModelSpec, *, gpus: int | None, tp: int, pp: int, cp: int, ep
     else:
         gpus = gpus or inner * dp
     seq = seq_len or default_seq_len(model)
+    if (schedule or "1f1b").lower() == "dualpipe" and (pp < 2 or vpp > 1):
+        raise ConfigError("--schedule dualpipe runs two pipeline stages per rank without "
+                          "interleaving: use --pp 2 or more and no --vpp")
     rc = code(RECOMPUTE, recompute.lower(), "recompute mode")
     mods = 1
     if recompute_modules is not None:
@@ -218,10 +221,8 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
              grad_reduce_dtype: str | None = None, schedule: str = "1f1b",
              moments_dtype: str | None = None, activation_cache: str | None = None,
              ema: str | None = None, **flags: Any) -> Estimate:
-    """Memory, time and cost of one configuration (`gpuplan estimate`). `schedule` 1f1b or
-    dualpipe; `moments_dtype`, `activation_cache`, `ema`: the run's memory options
-    (estimators/buffers.py: DeepSeek-V3's BF16 moments, FP8 activation cache, EMA in host
-    memory; None: the stack's default). `flags`: the explicit
+    """Memory, time and cost of one configuration (`gpuplan estimate`; `moments_dtype`,
+    `activation_cache`, `ema`: estimators/buffers.py, None = the stack's). `flags`: the explicit
     model flags (layers, hidden, heads, kv_heads, ffn, vocab, mlp, tied_embeddings) and the
     site flags (utilization, years, electricity, pue, grid_intensity, interruptions, reuse).
     Fine-tuning (#15): `method` full|lora|qlora|freeze, `lora_rank`, `lora_targets`, `quant`,
@@ -244,8 +245,7 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
                         recompute=recompute, offload=offload, sp=sp,
                         flash_attention=flash_attention, dropout=dropout, stack=stack,
                         shard_group=shard_group, recompute_modules=recompute_modules,
-                        recompute_every=recompute_every,
-                        first_stage_layers=first_stage_layers,
+                        recompute_every=recompute_every, first_stage_layers=first_stage_layers,
                         last_stage_layers=last_stage_layers, schedule=schedule)
     if offer and usd_per_gpu_hour is not None:
         raise ConfigError("give either --offer or --usd-per-gpu-hour, not both")
@@ -257,8 +257,7 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
                         system=system, usd_per_gpu_hour=usd_per_gpu_hour, pricing=pricing,
                         overrides=_site_overrides(flags), power_limit_watts=power_limit_watts,
                         grad_reduce_dtype=grad_reduce_dtype,
-                        memory_options=dict(moments_dtype=moments_dtype,
-                                            activation_cache=activation_cache, ema=ema))
+                        memory_options=(moments_dtype, activation_cache, ema))
     ft_facts.pop("tokens")
     info = sft.info(m, tokens=value, days=e.time_to_train_days, **ft_facts)
     return e if info is None and e.finetune is None else dataclasses.replace(e, finetune=info)

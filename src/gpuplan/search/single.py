@@ -194,11 +194,11 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
              usd_per_gpu_hour: float | None, pricing: str | None,
              overrides: dict[str, float | None],
              power_limit_watts: float | None = None, grad_reduce_dtype: str | None = None,
-             memory_options: dict[str, str | None] | None = None) -> Estimate:
+             memory_options: tuple[str | None, ...] = ()) -> Estimate:
+    """`memory_options`: (moments dtype, activation cache, EMA place), `with_memory_options`."""
     check_precision(gpu, PRECISIONS[int(layout.precision)])
     site = with_memory_options(with_grad_reduce(site_from_catalog(cat, **overrides),
-                                                grad_reduce_dtype), layout,
-                               **(memory_options or {}))
+                                                grad_reduce_dtype), layout, *memory_options)
     plat = resolve_platform(cat, gpu, offer, system)
     hw = hardware_table(cat, [(gpu, plat)])
     stack = STACKS[int(one(layout.stack))]
