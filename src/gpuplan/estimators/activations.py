@@ -75,8 +75,11 @@ def layer_terms(model: ModelSpec, *, seq_len: Any, micro_batch: Any, tp: Any = 1
     the 16-bit inputs, the unfused SwiGLU, no DeepSeek-V3 low-precision cache)."""
     t = np.asarray(tp)
     e = act_element_bytes(precision)
-    cache = np.asarray(fp8_cache, bool) & (np.asarray(precision) == FP8)
-    f = np.where(cache, 1.0, gemm_input_bytes(precision, fp8_input_bytes))
+    f = gemm_input_bytes(precision, fp8_input_bytes)
+    cache: Any = False  # no DeepSeek-V3 cache anywhere (most of a plan's grid): skip its terms
+    if np.any(fp8_cache):
+        cache = np.asarray(fp8_cache, bool) & (np.asarray(precision) == FP8)
+        f = np.where(cache, 1.0, f)
     drop = np.asarray(dropout)
     flash_ = np.asarray(flash, bool)
     t_seq = np.where(np.asarray(sp, bool), t, 1)  # SP splits the replicated part too
@@ -90,10 +93,13 @@ def layer_terms(model: ModelSpec, *, seq_len: Any, micro_batch: Any, tp: Any = 1
     replicated = (esb * (2 * h) + fsb * (2 * h) + drop * (2 * h) * sb) / t_seq
     # the out-projection input: f, or DeepSeek-V3's E5M6 tensor, shared with attention's
     # backward (so flash attention keeps no 16-bit output of its own beside it)
-    osb = np.where(cache, ACT_E5M6_BYTES, f) * sb
-    q_out = (esb * qw + osb * vw) / t  # Q and the out-projection input
-    # flash attention keeps its own 16-bit output when the out-projection saved an FP8 cast
-    flash_out = np.where((f < e) & ~cache, esb, 0.0) * vw / t
+    if cache is False:
+        q_out = (esb * qw + fsb * vw) / t  # Q and the out-projection input
+        # flash attention keeps its own 16-bit output when the out-projection saved an FP8 cast
+        flash_out = np.where(f < e, esb, 0.0) * vw / t
+    else:
+        q_out = (esb * qw + np.where(cache, ACT_E5M6_BYTES, f) * sb * vw) / t
+        flash_out = np.where((f < e) & ~cache, esb, 0.0) * vw / t
     if model.is_mla:  # K (with the rotary part) and V of every head, split by tp
         kv_rep = kv_compact = esb * (qw + vw) / t
     else:
@@ -103,13 +109,17 @@ def layer_terms(model: ModelSpec, *, seq_len: Any, micro_batch: Any, tp: Any = 1
     # a*s^2*b: softmax output e, with dropout its output e and a 1-byte mask
     score = sb * np.asarray(seq_len) * a * (e + drop * (e + 1)) / t
     swi_in = np.where(cache, 1.0, e) if moe else e  # DeepSeek-V3: MoE SwiGLU inputs in FP8
+    swi_in = None if cache is False else swi_in
     mlp = sb * _mlp_saved(model, moe, e, f, swiglu_saved, swi_in) / t
     act_out = sb * _act_out(model, e, f, swiglu_saved) / t if moe else 0.0 * esb
     if moe:
         mlp = mlp + 4.0 * sb * model.experts  # router probabilities, fp32, replicated
+    common = replicated + q_out + mlp
+    mla_up = mla_norm = 0.0
     lat = model.q_lora_rank + model.kv_lora_rank if model.is_mla else 0
-    mla_up, mla_norm = mla_terms(model, esb=esb, fsb=fsb, t=t, t_seq=t_seq, qw=qw, vw=vw)
-    common = replicated + q_out + mlp + (esb + fsb) * lat / t_seq  # MLA: the latents
+    if model.is_mla:  # the latents (`mla_terms`)
+        common = common + (esb + fsb) * lat / t_seq
+        mla_up, mla_norm = mla_terms(model, esb=esb, fsb=fsb, t=t, t_seq=t_seq, qw=qw, vw=vw)
     none = common + np.where(flash_, kv_compact + stats + flash_out, kv_rep + score)
     selective = common + kv_compact + flash_ * stats
     return LayerTerms(none=none, selective=selective, full=esb * h / t_seq,

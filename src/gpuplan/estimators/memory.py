@@ -373,9 +373,15 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
     """Every part of `MemoryBreakdown` (but `stage`) for the first, last and second rank."""
     precision = np.asarray(L.precision, dtype=np.intp)
     m = np.asarray(L.microbatches, dtype=float)
-    sb = (stacks or bufm.LEGACY).pick(L.stack)
+    sbuf = stacks or bufm.LEGACY
+    sb = sbuf.pick(L.stack)
+    # the run's memory options (buffers.py), skipped where no stack takes them
+    moments = sb["moment_bytes"] if any(b != 4.0 for b in sbuf.moment_bytes) else 4.0
+    sb["any_ema"] = any(x != "none" for x in sbuf.ema)
+    if not any(sbuf.fp8_act_cache):
+        sb["fp8_act_cache"] = False
     wb, gb, ob = model_state_bytes_per_param(precision, L.optimizer,
-                                             adafactor_state_per_param(model), sb["moment_bytes"])
+                                             adafactor_state_per_param(model), moments)
     acts = _per_layer(model, L, sb)
     ft = finetune_of(model)
     dual = np.asarray(L.schedule) == S_DUALPIPE
@@ -462,9 +468,12 @@ def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any,
     accum = np.where(whole, bufm.pp_unsharded_grad_bytes(gb, sb) * stage, accum_b * n_grad)
     st = offload_state(L.offload, zero, m, weights=weights, grads=gb * n_grad, accum=accum,
                        opt=opt, opt_grads=gb * n_opt, opt_weights=wb * n_opt)
-    ema = EMA_BYTES * n_opt  # an fp32 EMA of the parameters this GPU updates
-    st["offloaded"] = st["offloaded"] + np.where(sb["ema"] == "host", ema, 0.0)
-    return dict(**st, ema=np.where(sb["ema"] == "gpu", ema, 0.0),
+    ema = 0.0
+    if sb.get("any_ema", True):  # an fp32 EMA of the parameters this GPU updates
+        ema = EMA_BYTES * n_opt
+        st["offloaded"] = st["offloaded"] + np.where(sb["ema"] == "host", ema, 0.0)
+        ema = np.where(sb["ema"] == "gpu", ema, 0.0)
+    return dict(**st, ema=ema,
                 gathered=np.where(gather, wb * np.where(whole, stage, layers * unit + P.root),
                                   0.0),
                 grad_bucket=np.where((zero >= 2) & (group > 1),

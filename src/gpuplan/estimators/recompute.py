@@ -179,9 +179,10 @@ def stored_bytes(acts: Any, rc: Any, modules: Any = 1, every: Any = 1,
     drop_mlp = mb["moe"] if moe else mb["mlp"]
     mods = (acts.none - mb["core_attn"] * (acts.none - acts.selective)
             - mb["layernorm"] * acts.norm_out - drop_mlp * acts.mlp
-            - ((mb["moe_act"] & ~drop_mlp) * acts.act_out if moe else 0.0)
-            - mb["mla_up_proj"] * acts.mla_up
-            - (mb["mla_up_proj"] & mb["layernorm"]) * acts.mla_norm)
+            - ((mb["moe_act"] & ~drop_mlp) * acts.act_out if moe else 0.0))
+    if np.any(acts.mla_up):  # an MLA model (`activations.mla_terms`)
+        mods = (mods - mb["mla_up_proj"] * acts.mla_up
+                - (mb["mla_up_proj"] & mb["layernorm"]) * acts.mla_norm)
     return np.choose(rc, [acts.none, acts.selective, full, acts.op, mods])
 
 
