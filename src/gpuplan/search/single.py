@@ -180,13 +180,14 @@ def check_host_memory(offloaded_bytes: float, host_bytes: float, plat: Platform)
     if offloaded_bytes <= 0:
         return
     if not host_bytes > 0:
-        raise ConfigError(f"--offload needs host memory, and the catalog has no ram_gib for "
-                          f"{plat.id}; give --system with one (see `gpuplan catalog systems`) "
-                          f"or add ram_gib in a --catalog overlay")
+        raise ConfigError(f"--offload and --ema host need host memory, and the catalog has no "
+                          f"ram_gib for {plat.id}; give --system with one (see `gpuplan "
+                          f"catalog systems`) or add ram_gib in a --catalog overlay")
     if offloaded_bytes > host_bytes:
-        raise ConfigError(f"--offload needs {offloaded_bytes / GiB:,.0f} GiB of host memory per "
-                          f"GPU, but {plat.id} has {host_bytes / GiB:,.0f} GiB per GPU; offload "
-                          f"less, shard more (--zero, --shard-group) or use more GPUs")
+        raise ConfigError(f"--offload / --ema host need {offloaded_bytes / GiB:,.0f} GiB of host "
+                          f"memory per GPU, but {plat.id} has {host_bytes / GiB:,.0f} GiB per "
+                          f"GPU; offload less, shard more (--zero, --shard-group) or use more "
+                          f"GPUs")
 
 
 def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *, gpus: int,
