@@ -12,7 +12,8 @@ from there, and a fine-tuned stage goes through `finetune.stage_parts` itself. T
 constants are `buffers.StackBuffers.pick`'s, every field (FP8 primary weights and GEMM inputs,
 fused SwiGLU, compiled and chunked loss, torchtitan's whole-stage ZeRO-3 under PP, adapter
 dtype, and the run's memory options: moments dtype, DeepSeek-V3's FP8 activation cache, the
-parameter EMA); MLA layers and the mla_up_proj module follow `activations.mla_terms`; DualPipe doubles `buffers._STATE_PARTS` as `buffers.dualpipe_copies` does.
+parameter EMA); MLA layers and the mla_up_proj module follow `activations.mla_terms`; DualPipe
+doubles `buffers._STATE_PARTS` as `buffers.dualpipe_copies` does.
 tests/test_memory_one.py checks every field against `memory.memory_breakdown` on random
 configurations (tp, pp, uneven stages, vpp, cp, ep, ZeRO, HSDP shard groups, every recompute
 mode, offload, 1F1B and DualPipe, fine-tuning methods, precisions, optimizers, every stack,
