@@ -46,7 +46,7 @@ def _random_case(cat, rng):
                  schedule=int(rng.integers(0, 2)), first_stage_layers=first,
                  last_stage_layers=last,
                  shard_group=int(rng.choice([0, 0, 2, 8, 16, 64])) if dp * cp > 1 else 0,
-                 recompute_modules=int(rng.integers(1, 32)),
+                 recompute_modules=int(rng.integers(1, 64)),  # mla_up_proj too (#11)
                  recompute_every=int(rng.choice([1, 2, 4])))
     traffic = float(rng.choice([0.0, 0.0, 1e9, 4e10]))
     return model, lay, hw, efficiency_for(cat, hw.family), traffic
