@@ -283,23 +283,26 @@ def test_spot_with_model_applies_goodput(run_cli, overlay):
     assert row["usd_per_gpu_hour"] == pytest.approx(2.0 / g, rel=REL)
 
 
-@pytest.mark.parametrize("system, network, colocation", [
-    ("tstation", 0, 0),  # a workstation: one box, in an office
-    ("tbox-single", 0, 100),  # one box in a colocated rack: colocation, but no network
-    ("tbox", 1000, 100),  # a networked server: both
+@pytest.mark.parametrize("system, nodes, network, colocation, why", [
+    ("tstation", 1, 0, 0, "single box"),  # a workstation: one box, in an office
+    ("tbox-single", 1, 0, 100, "single box"),  # one box in a colocated rack: no network
+    ("tbox", 1, 0, 100, "one node"),  # one node of a networked server: nothing to cable to
+    ("tbox", 2, 1000, 100, "site "),  # two nodes: the scale-out network and colocation
 ])
 def test_single_box_buys_no_network_and_a_workstation_no_colocation(run_cli, overlay, system,
-                                                                    network, colocation):
-    """Issue 14: a system with no scale-out NIC and no scale-out fabric is one box; its TCO has
-    no scale-out network, and a workstation no colocation, unless the user asks for them."""
-    r = tco(run_cli, overlay, "--system", system, "--nodes", "1", "--utilization", "0.5")
-    h = hand_own(nodes=1, network=network, colocation=colocation)
-    assert r["capex_usd_lines"]["network"] == 4 * network
+                                                                    nodes, network, colocation,
+                                                                    why):
+    """Issue 14: a system with no scale-out NIC and no scale-out fabric is one box, and one node
+    of any server is cabled to nothing; their TCO has no scale-out network, and a workstation no
+    colocation, unless the user asks for them."""
+    r = tco(run_cli, overlay, "--system", system, "--nodes", str(nodes), "--utilization", "0.5")
+    h = hand_own(nodes=nodes, network=network, colocation=colocation)
+    assert r["capex_usd_lines"]["network"] == 4 * nodes * network
     assert r["opex_usd_per_year"]["colocation"] == pytest.approx(h["opex"]["colocation"], rel=REL)
     assert r["usd_per_gpu_hour"] == pytest.approx(h["per_used"], rel=REL)
     a = r["assumptions"]
     assert a["network"]["value"] == network and a["colocation"]["value"] == colocation
-    assert a["network"]["from"].startswith("single box" if network == 0 else "site ")
+    assert a["network"]["from"].startswith(why)
     assert a["colocation"]["from"].startswith("workstation" if colocation == 0 else "site ")
 
 

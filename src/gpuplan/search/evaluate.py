@@ -93,23 +93,35 @@ def site_from_catalog(cat: Catalog, **overrides: float | None) -> Site:
 
 
 def owned_site(system: System, site: Site) -> Site:
-    """The site as it applies to owning `system`: a single box buys no scale-out network, and a
-    workstation (it sits in an office) pays no colocation, unless the user gave those values."""
-    changes: dict[str, float] = {}
-    if single_box(system) and "network_usd_per_gpu" not in site.given:
-        changes["network_usd_per_gpu"] = 0.0
+    """The site as it applies to owning `system`: a workstation (it sits in an office) pays no
+    colocation unless the user gave it. The scale-out network depends on the node count too:
+    see scale_out_network_usd_per_gpu."""
     if system.kind == "workstation" and "colocation_usd_per_kw_month" not in site.given:
-        changes["colocation_usd_per_kw_month"] = 0.0
-    return replace(site, **changes) if changes else site
+        return replace(site, colocation_usd_per_kw_month=0.0)
+    return site
+
+
+def scale_out_network_usd_per_gpu(system: System, site: Site, nodes: Any) -> Any:
+    """Scale-out network bought per GPU when owning `nodes` of `system`: none for a single box
+    (no scale-out NIC or fabric) and none for one node of any server (nothing to cable it to),
+    the site's figure from two nodes on; the user's figure (a flag or a scenario) always.
+    The one rule for `plan`'s owned rate, `estimate --pricing own` and `gpuplan tco`."""
+    if "network_usd_per_gpu" in site.given:
+        return site.network_usd_per_gpu
+    if single_box(system):
+        return 0.0
+    return np.where(np.asarray(nodes, dtype=float) > 1, site.network_usd_per_gpu, 0.0)
 
 
 def own_cost(system: System, accelerator: Accelerator, site: Site, nodes: Any) -> Any:
     """cost.OwnCost of `nodes` priced systems over the site's years (the one owned-cost path:
     the plan's owned rate, `estimate --pricing own` and `gpuplan tco` all come here), on the
-    site as it applies to the system (owned_site)."""
+    site as it applies to the system (owned_site) and its scale-out network at that node count
+    (scale_out_network_usd_per_gpu)."""
     if not system.price_usd:
         raise ConfigError(f"system '{system.id}' has no price in the catalog; give its price "
                           "(tco --price USD, or price_usd in a --catalog overlay)")
+    network = scale_out_network_usd_per_gpu(system, site, nodes)
     site = owned_site(system, site)
     return costm.own_tco(
         nodes=nodes, gpus_per_node=system.gpus_per_node, system_price_usd=system.price_usd,
@@ -118,7 +130,7 @@ def own_cost(system: System, accelerator: Accelerator, site: Site, nodes: Any) -
         usd_per_kwh=site.electricity_usd_per_kwh, pue=site.pue,
         colocation_usd_per_kw_month=site.colocation_usd_per_kw_month,
         maintenance_fraction_per_year=site.maintenance_fraction_per_year,
-        network_usd_per_gpu=site.network_usd_per_gpu, storage_usd_per_gpu=site.storage_usd_per_gpu,
+        network_usd_per_gpu=network, storage_usd_per_gpu=site.storage_usd_per_gpu,
         install_fraction=site.install_fraction, staff_usd_per_gpu_year=site.staff_usd_per_gpu_year,
         residual_value_fraction=site.residual_value_fraction,
         gpu_load_factor=site.gpu_load_factor, host_load_factor=site.host_load)

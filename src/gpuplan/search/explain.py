@@ -55,7 +55,7 @@ def plan_row(rows: Rows, i: int, meta: list[PriceRow], req: Request) -> PlanRow:
         precision=PRECISIONS[int(rows["precision"][i])], acquisition=plat.acquisition,
         offer=plat.offer.id if plat.offer else None,
         system=plat.system.id if plat.system else None, platform=plat.label,
-        pricing=price.mode, usd_per_gpu_hour=float(price.usd_per_gpu_hour),
+        pricing=price.mode, usd_per_gpu_hour=float(price.at(gpus)[0]),
         time_to_train_days=float(rows["days"][i]), cost_usd=float(rows["cost_usd"][i]),
         energy_kwh=float(rows["energy_kwh"][i]), goodput=float(rows["goodput"][i]),
         mfu=float(rows["mfu"][i]), tokens_per_s=float(rows["tokens_per_s"][i]),

@@ -18,9 +18,10 @@ from ..errors import ConfigError, UnknownIdError
 from ..estimators import cost
 from ..spec import Accelerator, Pod, System
 from . import scenario as scn
-from .evaluate import Site, own_cost, owned_site, site_from_catalog
+from .evaluate import Site, own_cost, owned_site, scale_out_network_usd_per_gpu, site_from_catalog
 from .inputs import check_input
 from .plan import MAX_GPUS_CAP
+from .platforms import single_box
 from .rent import BreakEven, CloudRow, break_even_by_mode, cloud_rows
 from .scenario import Pick
 
@@ -41,11 +42,12 @@ SITE_INPUTS: dict[str, tuple[str, str]] = {
     "grid": ("grid_kg_co2e_per_kwh", "grid_kg_co2e_per_kwh"),
     "spot_rate": ("spot_interruptions_per_hour", "spot_interruptions_per_hour"),
 }
-# why an owned system is not charged a site value (evaluate.owned_site): input -> origin
+# why an owned system is not charged a site value (evaluate.owned_site and
+# evaluate.scale_out_network_usd_per_gpu): input -> origin
 NOT_CHARGED = {
-    ("network", "network_usd_per_gpu"): "single box: no scale-out NIC; --network adds one",
-    ("colocation", "colocation_usd_per_kw_month"):
-        "workstation: sits in an office, no colocation; --colocation adds it",
+    "single_box": "single box: no scale-out NIC; --network adds one",
+    "one_node": "one node: nothing to cable it to, no scale-out network; --network adds one",
+    "workstation": "workstation: sits in an office, no colocation; --colocation adds it",
 }
 
 
@@ -196,13 +198,18 @@ def _site(cat: Catalog, values: dict[str, float], origins: dict[str, str]) -> Si
     return site_from_catalog(cat, **over)
 
 
-def _not_charged(system: System, site: Site, values: dict[str, float],
+def _not_charged(system: System, site: Site, nodes: int, values: dict[str, float],
                  origins: dict[str, str]) -> None:
-    """Record the site values owning this system does not charge (evaluate.owned_site)."""
+    """Record the site values owning `nodes` of this system does not charge
+    (evaluate.owned_site, evaluate.scale_out_network_usd_per_gpu)."""
+    network = float(scale_out_network_usd_per_gpu(system, site, nodes))
+    if network != site.network_usd_per_gpu:
+        values["network"] = network
+        origins["network"] = NOT_CHARGED["single_box" if single_box(system) else "one_node"]
     owned = owned_site(system, site)
-    for (name, field), why in NOT_CHARGED.items():
-        if getattr(owned, field) != getattr(site, field):
-            values[name], origins[name] = getattr(owned, field), why
+    if owned.colocation_usd_per_kw_month != site.colocation_usd_per_kw_month:
+        values["colocation"] = owned.colocation_usd_per_kw_month
+        origins["colocation"] = NOT_CHARGED["workstation"]
 
 
 # --- the owned cluster -------------------------------------------------------------------------
@@ -309,7 +316,7 @@ def tco(*, system: str | None = None, nodes: float | None = None,
         origins.setdefault("price", f"scenario {sc.get('id')}")
     acc = cat.accelerator(sys_.accelerator)
     st = _site(cat, values, origins)
-    _not_charged(sys_, st, values, origins)
+    _not_charged(sys_, st, n, values, origins)
     own = own_record(sys_, acc, st, n)
     rows: tuple[CloudRow, ...] = ()
     best: tuple[BreakEven, ...] = ()

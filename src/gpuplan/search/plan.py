@@ -128,9 +128,10 @@ def _price(req: Request, g: dict[str, np.ndarray], price: PriceRow, host_watts: 
     rows = _take(g, sel)
     if rows["gpus"].size == 0:
         return None
+    usd, capex = price.at(rows["gpus"])  # owning: the scale-out network from two nodes on
     o = outcome(tokens=req.tokens, tokens_per_s=rows["tokens_per_s"], gpus=rows["gpus"],
                 gpus_per_node=plat.gpus_per_node, params=req.model.total_params(),
-                mode=costm.mode_code(price.mode), usd_per_gpu_hour=price.usd_per_gpu_hour,
+                mode=costm.mode_code(price.mode), usd_per_gpu_hour=usd,
                 tdp_watts=acc.tdp_watts, host_watts_per_gpu=host_watts,
                 site=req.site)
     shape = rows["gpus"].shape
@@ -139,7 +140,7 @@ def _price(req: Request, g: dict[str, np.ndarray], price: PriceRow, host_watts: 
     rows["energy_kwh"] = np.broadcast_to(np.asarray(o.energy_kwh, dtype=float), shape).copy()
     for key in ("goodput", "useful_days", "gpu_hours", "co2e_kg"):
         rows[key] = np.broadcast_to(np.asarray(getattr(o, key), dtype=float), shape).copy()
-    rows["capex_usd"] = rows["gpus"] * price.capex_per_gpu
+    rows["capex_usd"] = rows["gpus"] * capex
     # what constraints and ranking use: the median, or the --confidence quantile
     rows["rank_days"] = rows["days"] * rows["q_rank"]
     rows["rank_cost_usd"] = rows["cost_usd"] * rows["q_rank"]
@@ -162,11 +163,12 @@ def _priced(req: Request, g: dict[str, np.ndarray], prices: list[PriceRow],
     cap = np.array([p.platform.max_gpus or np.inf for p in prices], dtype=float)
     offered = ~(g["gpus"][None, :] > cap[:, None])  # fz.offer_check of each price row
     at, i = np.nonzero(offered)  # price-major, rows in order within each
-    per_price = np.array([(p.platform.gpus_per_node, costm.mode_code(p.mode),
-                           p.usd_per_gpu_hour, h, p.capex_per_gpu)
+    per_price = np.array([(p.platform.gpus_per_node, costm.mode_code(p.mode), h, *p.figures())
                           for p, h in zip(prices, host_watts, strict=True)], dtype=float).T
-    gpn, mode, usd, host, capex = (v[at] for v in per_price)
+    gpn, mode, host, usd, capex, usd_n, capex_n = (v[at] for v in per_price)
     rows = {key: v[i] for key, v in g.items()}
+    multi = rows["gpus"] > gpn  # owning more than one node buys the scale-out network
+    usd, capex = np.where(multi, usd_n, usd), np.where(multi, capex_n, capex)
     o = outcome(tokens=req.tokens, tokens_per_s=rows["tokens_per_s"], gpus=rows["gpus"],
                 gpus_per_node=gpn, params=req.model.total_params(), mode=mode.astype(int),
                 usd_per_gpu_hour=usd, tdp_watts=acc.tdp_watts, host_watts_per_gpu=host,
@@ -306,7 +308,7 @@ def at_size(cat: Catalog, req: Request, plat: Platform, gpus: int, mode: str,
         precision=PRECISIONS[int(rows["precision"][0])],
         recompute=RECOMPUTE[int(rows["recompute"][0])],
         memory_gib_per_gpu=float(rows["memory_bytes"][0]) / GiB,
-        cash_up_front_usd=gpus * prices[0].capex_per_gpu)
+        cash_up_front_usd=gpus * float(prices[0].at(gpus)[1]))
 
 
 def _layout_key(r: SizeResult) -> tuple:

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
 
 from ..catalog import Catalog
 from ..errors import ConfigError
@@ -66,8 +69,26 @@ class PriceRow:
 
     platform: Platform
     mode: str  # a pricing mode of cost.MODES, or 'capacity-block'
-    usd_per_gpu_hour: float  # owning: the owned cost per used GPU-hour
+    usd_per_gpu_hour: float  # owning: the owned cost per used GPU-hour of one node
     capex_per_gpu: float  # cash up front per GPU (owning only; 0 for cloud)
+    # Owning more than one node buys the scale-out network (evaluate.own_cost); None: as above
+    scale_out_usd_per_gpu_hour: float | None = None
+    scale_out_capex_per_gpu: float | None = None
+
+    def figures(self) -> tuple[float, float, float, float]:
+        """(USD per GPU-hour, capex per GPU) on one node, then on more than one node."""
+        usd, capex = self.usd_per_gpu_hour, self.capex_per_gpu
+        usd_n = usd if self.scale_out_usd_per_gpu_hour is None else self.scale_out_usd_per_gpu_hour
+        capex_n = capex if self.scale_out_capex_per_gpu is None else self.scale_out_capex_per_gpu
+        return usd, capex, usd_n, capex_n
+
+    def at(self, gpus: Any) -> tuple[Any, Any]:
+        """(USD per GPU-hour, capex per GPU) of a run on `gpus` GPUs (scalars or an array)."""
+        usd, capex, usd_n, capex_n = self.figures()
+        if usd_n == usd and capex_n == capex:
+            return usd, capex
+        multi = np.asarray(gpus) > self.platform.gpus_per_node
+        return np.where(multi, usd_n, usd), np.where(multi, capex_n, capex)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -87,9 +87,15 @@ def price_rows(plats: list[Platform], site: Site, pricing_filter: tuple[str, ...
         if p.acquisition == "own":
             if p.system is None or not p.system.price_usd:
                 continue
-            rate, capex = own_usd_per_gpu_hour(p, site, p.gpus_per_node)
-            rows.append(PriceRow(platform=p, mode="own", usd_per_gpu_hour=first(rate),
-                                 capex_per_gpu=first(capex) / p.gpus_per_node))
+            # one node, and two: own_tco is linear in the node count beyond the scale-out
+            # network bought from two nodes on, so two nodes price any larger count
+            gpus = np.array([1.0, 2.0]) * p.gpus_per_node
+            rate, capex = own_usd_per_gpu_hour(p, site, gpus)
+            per_gpu = np.asarray(capex, dtype=float) / gpus
+            rows.append(PriceRow(platform=p, mode="own", usd_per_gpu_hour=float(rate[0]),
+                                 capex_per_gpu=float(per_gpu[0]),
+                                 scale_out_usd_per_gpu_hour=float(rate[1]),
+                                 scale_out_capex_per_gpu=float(per_gpu[1])))
             continue
         for mode, rate in sorted(p.prices.items()):
             if pricing_filter and mode not in pricing_filter:
@@ -302,7 +308,7 @@ def _with_run(cat: Catalog, base: dict[str, Any], plat: Platform, gpu: Accelerat
               model: ModelSpec, site: Site, pricing: str | None,
               usd_per_gpu_hour: float | None, iv: Interval) -> Estimate:
     """Days, money and energy of training on `tokens` (a run that never ends is infeasible)."""
-    mode_name, rate = _price(cat, plat, pricing, usd_per_gpu_hour, site)
+    mode_name, rate = _price(cat, plat, pricing, usd_per_gpu_hour, site, int(base["gpus"]))
     o = outcome(tokens=base["tokens"], tokens_per_s=base["tokens_per_s"], gpus=base["gpus"],
                 gpus_per_node=plat.gpus_per_node, params=model.total_params(),
                 mode=costm.mode_code(mode_name or "on-demand"),
@@ -331,8 +337,9 @@ def _with_run(cat: Catalog, base: dict[str, Any], plat: Platform, gpu: Accelerat
 
 
 def _price(cat: Catalog, plat: Platform, pricing: str | None, usd_per_gpu_hour: float | None,
-           site: Site) -> tuple[str | None, float | None]:
-    """(pricing mode, USD per GPU-hour) for the run; (None, None) when nothing gives a price."""
+           site: Site, gpus: int) -> tuple[str | None, float | None]:
+    """(pricing mode, USD per GPU-hour) of a run on `gpus` GPUs; (None, None) when nothing gives
+    a price."""
     assert plat.accelerator is not None
     if usd_per_gpu_hour is not None:
         mode = costm.MODES[costm.mode_code(pricing)] if pricing else "on-demand"
@@ -355,7 +362,7 @@ def _price(cat: Catalog, plat: Platform, pricing: str | None, usd_per_gpu_hour: 
         offers = [o.id for o in cat.offers_for(plat.accelerator.id)]
         hint = f"e.g. --offer {offers[0]}" if offers else "or --usd-per-gpu-hour X"
         raise ConfigError(f"--pricing {mode} needs a cloud offer: give --offer ID ({hint})")
-    rates = {r.mode: r.usd_per_gpu_hour for r in price_rows([plat], site)}
+    rates = {r.mode: float(r.at(gpus)[0]) for r in price_rows([plat], site)}
     if mode not in rates:
         have = ", ".join(sorted(rates)) or "none"
         raise ConfigError(f"offer {plat.id} has no {mode} price; it has: {have}")
