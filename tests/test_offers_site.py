@@ -183,6 +183,7 @@ SITE_RANGES = {
     "reserved_reuse_utilization": (0.0, 1.0),
     "utilization": (0.05, 1.0),
     "usd_per_cny": (0.10, 0.20),  # 5-10 CNY per USD (a CNY-per-USD slip would read ~7)
+    "usd_per_cny_2023_06": (0.10, 0.20),
 }
 
 

@@ -24,23 +24,27 @@ def test_a_date_with_trailing_text_is_rejected(tmp_path, date):
 # --- China-region clouds: CNY list prices converted with a sourced rate ----------------------
 
 CNY = re.compile(r"([a-z0-9-]+) CNY ([0-9.]+)/h")
+RATE = re.compile(r"site (usd_per_cny\w*)")  # the site rate a row's source says it used
 
 
 def test_cny_prices_convert_with_the_site_rate():
-    """Every offer whose notes publish CNY prices stores USD = CNY x site usd_per_cny, rounded
-    to 6 decimals (so 1e-6 absolute); the rate is a sourced, dated site value."""
+    """Every offer whose notes publish CNY prices stores USD = CNY x the site rate its source
+    names (usd_per_cny, or usd_per_cny_2023_06 for June 2023 prices), rounded to 6 decimals
+    (so 1e-6 absolute); each rate is a sourced, dated site value."""
     cat = load_catalog()
-    rate = cat.site["usd_per_cny"]
-    assert rate.source.strip() and rate.as_of and 0.10 < rate.value < 0.20
     converted = 0
     for o in cat.offers.values():
+        named = RATE.findall(o.source)
         for mode, cny in CNY.findall(o.notes):
+            assert len(named) == 1, o.id  # exactly one rate, named in the source
+            rate = cat.site[named[0]]
+            assert rate.source.strip() and rate.as_of and 0.10 < rate.value < 0.20
             assert o.usd_per_hour[mode] == pytest.approx(float(cny) * rate.value, abs=1e-6), (
                 o.id, mode)
             converted += 1
         if o.region.startswith("cn-"):
             assert "CNY" in o.notes and "usd_per_cny" in o.source, o.id
-    assert converted >= 10  # two China offers x five pricing modes
+    assert converted >= 12  # AWS China: two offers x five modes; Alibaba: two on-demand
 
 
 def test_china_region_offers_plan(run_json):

@@ -216,6 +216,7 @@ SITE_VALUES: dict[str, Field] = {
     "reserved_reuse_utilization": fraction(),
     "utilization": fraction(above=True),
     "usd_per_cny": pos(high=1e6),  # converts China-region CNY list prices (offers.toml)
+    "usd_per_cny_2023_06": pos(high=1e6),  # the same, for prices dated June 2023
 }
 
 # [efficiency.FAMILY]: a row gives every model constant or names a parent with `inherits`;
