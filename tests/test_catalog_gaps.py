@@ -109,6 +109,14 @@ def test_article_owned_cases_plan_to_buy(run_json, case):
     assert rows, f"{sid} is not among the plans"
     assert all(p["pricing"] == "own" and p["cost_usd"] > 0 for p in rows)
     assert "no price for this system" not in res["excluded"]
+    # the plan charges tco's rate at the row's node count, no scale-out network on one node
+    # (1e-9: JSON floats)
+    for nodes in sorted({p["nodes"] for p in rows})[:3]:
+        t = run_json("tco", "--system", sid, "--nodes", str(nodes))
+        assert (t["capex_usd_lines"]["network"] == 0.0) == (nodes == 1), nodes
+        for p in rows:
+            if p["nodes"] == nodes:
+                assert p["usd_per_gpu_hour"] == pytest.approx(t["usd_per_gpu_hour"], rel=1e-9)
 
 
 def test_a_single_box_is_planned_as_one_box(run_json):
