@@ -208,22 +208,25 @@ def test_bubble_is_the_interleaved_1f1b_fraction_of_busy_time():
 
 
 def test_moe_all_to_all_splits_between_nvlink_and_the_fabric():
-    """A 128-expert top-8 MoE (Qwen3-30B-A3B shape) with EP 16 on 8-GPU nodes: each
-    all-to-all sends 7/16 of the dispatch buffer over NVLink and 8/16 over the NIC at once
-    (4 per MoE layer per micro-batch, none hidden); EP 8 stays on NVLink and is cheaper."""
+    """A 128-expert top-8 MoE (Qwen3-30B-A3B shape) with EP 16 on 8-GPU nodes, deduplicated
+    dispatch (DeepEP / HybridEP; comm.a2a_token_copies): a token crosses the NIC once per
+    remote node it has an expert on, 1 - C(64,8)/C(128,8) copies here (not 8 x 8/16 = 4), and
+    NVLink once per other GPU of each node hit, 2 x 7 x (1 - C(120,8)/C(128,8)); the two run at
+    once (4 per MoE layer per micro-batch, none hidden). EP 8 stays on NVLink and is cheaper."""
+    from math import comb
     moe = ModelSpec(id="q", name="q", layers=48, hidden=2048, heads=32, kv_heads=4, ffn=6144,
                     vocab=151936, mlp="swiglu", head_dim=128, experts=128,
                     experts_per_token=8, moe_ffn=768)
     lay = Layout(tp=1, pp=1, dp=16, ep=np.array([16, 8]), micro_batch=1, global_batch=32,
                  seq_len=4096)
     t = step_time(moe, lay, HW, EFF)
-    dispatch = 1 * 4096 * 2048 * 2.0 * 8  # mb x s x h x 2 bytes x top-8
-    by_hand = comm.ep_comm_s(dispatch, 16, 48, 2, 450e9, 2e-6, n_inner=8,
-                             bw_outer=50e9 * comm.NET_EFFICIENCY,
-                             alpha_outer=4e-6)
-    assert float(t.ep_comm_s[0]) == pytest.approx(float(by_hand), rel=1e-9)
-    assert float(t.ep_comm_s[1]) == pytest.approx(
-        float(comm.ep_comm_s(dispatch, 8, 48, 2, 450e9, 2e-6)), rel=1e-9)
+    tokens = 1 * 4096 * 2048 * 2.0  # mb x s x h x 2 bytes, one copy of the rank's tokens
+    nic = (1 - comb(64, 8) / comb(128, 8)) * tokens / (50e9 * comm.NET_EFFICIENCY)
+    nvl = 2 * 7 * (1 - comb(120, 8) / comb(128, 8)) * tokens / 450e9
+    one = max(nic, nvl) + 7 * 2e-6 + 1 * 4e-6
+    assert float(t.ep_comm_s[0]) == pytest.approx(4 * one * 48 * 2, rel=1e-9)
+    inside = 7 * (1 - comb(112, 8) / comb(128, 8)) * tokens / 450e9 + 7 * 2e-6
+    assert float(t.ep_comm_s[1]) == pytest.approx(4 * inside * 48 * 2, rel=1e-9)
     assert float(t.ep_comm_s[1]) < float(t.ep_comm_s[0])
 
 

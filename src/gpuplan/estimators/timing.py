@@ -255,14 +255,15 @@ def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any, tp_overlap: 
     cp = comm.cp_comm_s(kv, c.cp, lps, c.m, bw, a)
     fl = flops_per_token(model, c.seq)
 
-    # EP ranks sit at stride tp*cp inside the data-parallel dimension; the all-to-all sends to
-    # peers in the same scale-up domain over it and to the rest over the scale-out fabric.
+    # EP ranks sit at stride tp*cp inside the data-parallel dimension; the deduplicated
+    # dispatch (comm.moe_all_to_all_s: once per GPU, once per remote domain, forwarded over
+    # the scale-up link) sends to the same domain over it and to the rest over the fabric.
     # The busiest rank receives MOE_LOAD_IMBALANCE x the mean.
     k = model.experts_per_token if model.is_moe else 0
     ep_in = comm.ranks_inside(c.tp * c.cp, c.ep, c.domain)
-    ep = comm.ep_comm_s(act_layer / c.tp * k * MOE_LOAD_IMBALANCE, c.ep,
-                        model.moe_layers * lps / model.layers, c.m, c.up, c.a_up, n_inner=ep_in,
-                        bw_outer=c.out, alpha_outer=c.a_out)
+    ep = comm.moe_all_to_all_s(act_layer / c.tp * MOE_LOAD_IMBALANCE, c.ep, ep_in,
+                               model.experts, k, model.moe_layers * lps / model.layers, c.m,
+                               c.up, c.a_up, c.out, c.a_out)
 
     bw, a = c.link(c.tp * c.cp * c.dp * c.pp)  # scale-out once the job leaves one domain
     pp = comm.pp_comm_s(act_layer / c.tp, c.pp, c.vpp, c.m, bw, a)  # scatter-gather (Megatron)

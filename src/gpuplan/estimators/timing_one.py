@@ -162,6 +162,29 @@ def _finetuned(model: ModelSpec, ft: Any, c: dict[str, Any], p: dict[str, Any]
                 optimizer_s=p["optimizer_s"] * share, params=p["params"] * share)
 
 
+def _none_chosen(experts: int, k: int, x: float) -> float:
+    """comm._none_chosen."""
+    p = 1.0
+    for i in range(int(k)):
+        p *= s1.clip((experts - x - i) / (experts - i), 0.0, 1.0)
+    return p
+
+
+def _dispatch(token_bytes: float, n: float, n_in: float, experts: int, k: int,
+              c: dict[str, Any]) -> float:
+    """comm.moe_dispatch_s (with comm.a2a_token_copies)."""
+    n_in = s1.clip(n_in, 1.0, n)
+    if not k or experts <= 0:
+        inner = outer = 0.0
+    else:
+        domains = n / n_in
+        outer = (domains - 1.0) * (1.0 - _none_chosen(experts, k, experts * n_in / n))
+        inner = domains * (n_in - 1.0) * (1.0 - _none_chosen(experts, k, experts / n))
+    t = mx(s1.transfer(inner, token_bytes, c["up"]), s1.transfer(outer, token_bytes, c["out"]))
+    lat = (n_in - 1.0) * c["a_up"] + (n / n_in - 1.0) * c["a_out"] if n > 1 else 0.0
+    return t + lat
+
+
 def _model_parallel(model: ModelSpec, c: dict[str, Any], p: dict[str, Any],
                     tp_overlap: float) -> list[tuple[float, float]]:
     """timing._model_parallel_comm: [(total, hideable)] for tp, cp, ep, pp."""
@@ -175,8 +198,7 @@ def _model_parallel(model: ModelSpec, c: dict[str, Any], p: dict[str, Any],
     cp = 3.0 * max(c["cp"] - 1.0, 0.0) * s1.p2p(kv, bw, a) * lps * c["m"]
     k = model.experts_per_token if model.is_moe else 0
     ep_in = s1.inside(c["tp"] * c["cp"], c["ep"], c["domain"])
-    one = s1.hier_a2a(act / c["tp"] * k * MOE_LOAD_IMBALANCE, c["ep"], ep_in, c["up"],
-                      c["a_up"], c["out"], c["a_out"])
+    one = _dispatch(act / c["tp"] * MOE_LOAD_IMBALANCE, c["ep"], ep_in, model.experts, k, c)
     ep = 4.0 * one * (model.moe_layers * lps / model.layers) * c["m"]
     bw, a = _link(c, c["tp"] * c["cp"] * c["dp"] * c["pp"])
     hops = 2.0 * c["vpp"] * c["m"] if c["pp"] > 1 else 0.0
