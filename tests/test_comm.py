@@ -180,8 +180,9 @@ def test_buckets_repeat_only_the_latency_terms():
 def test_deduplicated_dispatch_never_sends_more_than_one_copy_per_expert():
     """comm.a2a_token_copies (DeepEP / HybridEP dispatch): over every EP size, domain size and
     top-k, the fabric copies are at most the k (n - n_inner)/n of a per-expert all-to-all and
-    at most one per remote domain, the scale-up copies at most k; with one domain nothing crosses the fabric and the scale-up
-    copies are the other ranks hit, (n-1)(1 - C(E - E/n, k)/C(E, k)); dense models send none."""
+    at most one per remote domain, the scale-up copies at most k; with one domain nothing
+    crosses the fabric and the scale-up copies are the other ranks hit,
+    (n-1)(1 - C(E - E/n, k)/C(E, k)); dense models send none."""
     from math import comb
     for n, n_in, e, k in [(8, 8, 128, 8), (16, 8, 128, 8), (32, 8, 256, 8), (64, 4, 256, 8),
                           (64, 64, 256, 8), (4, 1, 16, 2), (256, 8, 256, 8)]:
