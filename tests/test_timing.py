@@ -297,3 +297,22 @@ def test_dualpipe_bubble_and_all_to_all_overlap():
     dual = step_time(moe, Layout(**lay, schedule=S_DUALPIPE), HW, EFF)
     assert 0.0 < float(plain.ep_comm_s) < float(plain.compute_s)
     assert float(dual.ep_comm_s) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_fp8_leaves_the_lm_head_in_16_bits():
+    """Under an FP8 recipe the LM head GEMM runs at the 16-bit peak and efficiency (Megatron-
+    Core's output layer is not a Transformer Engine module; DeepSeek-V3 section 3.3.1), so a
+    larger vocabulary adds the same GEMM time at FP8 as at BF16 (one stage holds the head;
+    peak_flops is the FP8 peak there, its half the 16-bit one), while the layers' GEMMs speed
+    up. Exact: nothing else in compute_s depends on the vocabulary."""
+    big = replace(GPT7B, vocab=4 * GPT7B.vocab)
+    lay = dict(global_batch=8, micro_batch=1, seq_len=2048)
+    hw8 = replace(HW, peak_flops=2 * HW.peak_flops)
+
+    def compute(model, precision, hw):
+        return float(step_time(model, Layout(**lay, precision=precision), hw, EFF).compute_s)
+
+    head16 = compute(big, BF16, HW) - compute(GPT7B, BF16, HW)
+    head8 = compute(big, FP8, hw8) - compute(GPT7B, FP8, hw8)
+    assert head8 == pytest.approx(head16, rel=1e-9)
+    assert compute(GPT7B, FP8, hw8) < compute(GPT7B, BF16, HW)

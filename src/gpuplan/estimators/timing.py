@@ -184,7 +184,14 @@ def slowest_stage(model: ModelSpec, c: _Ctx, layer_flops: Any, head_flops: Any
 def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
                    optimizer: Any) -> dict[str, Any]:
     """GEMM time, memory-bound time, fixed overhead and optimizer step on the slowest pipeline
-    stage (`slowest_stage`: its layers, plus the LM head on the last)."""
+    stage (`slowest_stage`: its layers, plus the LM head on the last).
+
+    Under FP8 recipes only the transformer layers' GEMMs run in FP8: the LM head stays at the
+    16-bit peak (Megatron-Core's output layer is its own ColumnParallelLinear, not a
+    Transformer Engine module, so fp8_autocast leaves it in BF16; DeepSeek-V3, arXiv
+    2412.19437 section 3.3.1, keeps "the embedding module, the output head, MoE gating
+    modules, normalization operators, and attention operators" in BF16/FP32; MPT ties its
+    head to the embedding, which llm-foundry's Transformer Engine swap does not touch)."""
     L, h = model.layers, model.hidden
     fl = flops_per_token(model, c.seq)
     tokens_gpu = c.gb * c.seq / (c.dp * c.cp)  # tokens each stage's tp group sees per step
@@ -198,11 +205,15 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
     per_layer_tokens = tokens_gpu / c.tp * lps / L  # (tokens x all layers) x this stage's share
     expert = per_layer_tokens * _expert_flops(model, c) / stage_flops
     attn = per_layer_tokens * fl.attention_executed(c.rc, c.rmods, c.rk) / stage_flops
+    # The LM head stays in 16 bits under FP8 recipes (see the docstring).
+    head16 = tokens_gpu / c.tp * fl.lm_head * head / stage_flops
     eff_mm = matmul_efficiency(eff, h / c.tp, c.prec)
+    eff16 = matmul_efficiency(eff, h / c.tp, BF16)
     rows = tokens_per_rank(c.seq, c.mb, c.cp) / c.tp  # each rank routes its SP shard
     eff_ex = matmul_efficiency(eff, expert_gemm_dim(model, rows, c.ep), c.prec)
-    eff_at = matmul_efficiency(eff, h / c.tp, BF16) * np.asarray(eff.attention_ratio)
-    compute_s = (compute_time(stage_flops * (1 - expert - attn), c.peak, eff_mm)
+    eff_at = eff16 * np.asarray(eff.attention_ratio)
+    compute_s = (compute_time(stage_flops * (1 - expert - attn - head16), c.peak, eff_mm)
+                 + compute_time(stage_flops * head16, c.peak16, eff16)
                  + compute_time(stage_flops * expert * MOE_LOAD_IMBALANCE, c.peak, eff_ex)
                  + compute_time(stage_flops * attn, c.peak16, eff_at))
     per_token = (elementwise_bytes_per_token_layer(model, c.act_bytes, c.ep) * lps

@@ -127,13 +127,16 @@ def _compute_parts(model: ModelSpec, c: dict[str, Any], eff: Efficiency) -> dict
         routed = routed * (1.0 + (c["full"] + s1.module_bit(rc, c["rmods"], M_MOE)) / 3.0)
     expert = per_layer_tokens * routed / stage_flops
     attn = per_layer_tokens * s1.attention_executed(fl, rc, c["rmods"], c["rk"]) / stage_flops
+    head16 = tokens_gpu / c["tp"] * fl["lm_head"] * head / stage_flops  # 16-bit LM head
     eff_mm = s1.mm_eff(eff, h / c["tp"], c["prec"])
+    eff16 = s1.mm_eff(eff, h / c["tp"], BF16)
     rows = c["seq"] * c["mb"] / c["cp"] / c["tp"]
     if model.is_moe:
         rows = rows * model.experts_per_token * c["ep"] / model.experts
     eff_ex = s1.mm_eff(eff, mn(rows, min(model.hidden, model.expert_ffn)), c["prec"])
-    eff_at = s1.mm_eff(eff, h / c["tp"], BF16) * eff.attention_ratio
-    compute_s = (div(stage_flops * (1 - expert - attn), c["peak"] * eff_mm)
+    eff_at = eff16 * eff.attention_ratio
+    compute_s = (div(stage_flops * (1 - expert - attn - head16), c["peak"] * eff_mm)
+                 + div(stage_flops * head16, c["peak16"] * eff16)
                  + div(stage_flops * expert * MOE_LOAD_IMBALANCE, c["peak"] * eff_ex)
                  + div(stage_flops * attn, c["peak16"] * eff_at))
     per_token = s1.elementwise(model, c["act"], c["ep"]) * lps + s1.logits_bytes(model) * head
