@@ -316,3 +316,23 @@ def test_fp8_leaves_the_lm_head_in_16_bits():
     head8 = compute(big, FP8, hw8) - compute(GPT7B, FP8, hw8)
     assert head8 == pytest.approx(head16, rel=1e-9)
     assert compute(GPT7B, FP8, hw8) < compute(GPT7B, BF16, HW)
+
+
+def test_megatron_all_to_all_overlap_hides_behind_the_paired_micro_batch():
+    """Schedule 1f1b-a2a (Megatron-Core --overlap-moe-expert-parallel-comm): the MoE
+    all-to-all hides behind (1 - 1/m) of the compute (the first forward and last backward have
+    no partner); the bubble stays 1F1B's. On a thin network (EP across two 8-GPU nodes at
+    5 GB/s per GPU) the all-to-all outgrows that budget and the excess stays exposed."""
+    from gpuplan.spec import S_1F1B_A2A
+    moe = ModelSpec(id="q", name="q", layers=48, hidden=2048, heads=32, kv_heads=4, ffn=6144,
+                    vocab=151936, mlp="swiglu", head_dim=128, experts=128,
+                    experts_per_token=8, moe_ffn=768)
+    for hw in (HW, replace(HW, scale_out_bytes_per_s=5e9)):
+        lay = dict(dp=16, ep=16, micro_batch=1, global_batch=64, seq_len=4096)  # m = 4
+        plain = step_time(moe, Layout(**lay), hw, EFF)
+        paired = step_time(moe, Layout(**lay, schedule=S_1F1B_A2A), hw, EFF)
+        hidden = min(float(plain.ep_comm_s), 0.75 * float(plain.compute_s))
+        assert float(paired.ep_comm_s) == pytest.approx(float(plain.ep_comm_s) - hidden,
+                                                        rel=1e-9, abs=1e-12)
+        assert float(paired.step_s) < float(plain.step_s)
+    assert float(paired.ep_comm_s) > 0.0  # the thin network: more than the budget

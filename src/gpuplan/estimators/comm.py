@@ -75,6 +75,14 @@ TP_CROSS_NODE_OVERLAP = 0.0
 # all-to-all and PP communication with the computation of the other direction: "both
 # all-to-all and PP communication can be fully hidden during execution".
 EP_OVERLAP_DUALPIPE = 1.0
+# Megatron-Core's MoE all-to-all overlap (--overlap-moe-expert-parallel-comm with
+# --delay-wgrad-compute; Megatron-Core MoE README, "EP A2A overlap"; set by the Megatron-Bridge
+# DeepSeek-V3 and Qwen3 MXFP8 recipes from 26.06, and the B200 EP 32 DeepSeek-V3 one from
+# 26.04.01): in the 1F1B steady state one micro-batch's forward runs merged with another's
+# backward, so each one's dispatch and combine run under the other's compute, as in DualPipe
+# but without its two-directional pipeline. The first forward and the last backward of a step
+# have no partner: the compute that can hide it is (1 - 1/m) of the step's (m micro-batches).
+EP_OVERLAP_A2A = 1.0
 
 
 # --- collective primitives -------------------------------------------------------------------

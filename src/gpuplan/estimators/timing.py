@@ -15,13 +15,15 @@ token routing traffic (compute.moe_routing_elems_per_token). Communication hides
 compute by named overlap fractions (estimators/comm.py) that share one budget, the GEMM time.
 bubble_s = (pp - 1) / (microbatches * vpp) x the pipeline's busy time, the interleaved 1F1B
 bubble of Narayanan et al. 2021 (arXiv 2104.04473, section 2.2.2), or DualPipe's
-(`_bubble_fraction`, Layout.schedule). The scale-out link runs at comm.NET_EFFICIENCY of the
-NIC; the DP reduction (in buckets) hides only behind the last micro-batch's backward
-(`_data_parallel_comm`); overhead_s adds the per-step scalar syncs (`_step_sync_s`).
-`timing_one.step_time_one` evaluates the same model for one configuration in Python floats.
-Every per-step part is that of the slowest pipeline stage (`slowest_stage`: the most decoder
-layers, the last stage's LM head counted), so uneven stages (`shapes.stage_layers`) slow the
-step and the bubble with it.
+(`_bubble_fraction`, Layout.schedule). The MoE all-to-all (a deduplicated dispatch,
+comm.moe_all_to_all_s) is exposed under 1F1B and hidden under DualPipe and under 1F1B with
+Megatron-Core's all-to-all overlap (schedule 1f1b-a2a, comm.EP_OVERLAP_A2A). The scale-out
+link runs at comm.NET_EFFICIENCY of the NIC; the DP reduction (in buckets) hides only behind
+the last micro-batch's backward (`_data_parallel_comm`); overhead_s adds the per-step scalar
+syncs (`_step_sync_s`). `timing_one.step_time_one` evaluates the same model for one
+configuration in Python floats. Every per-step part is that of the slowest pipeline stage
+(`slowest_stage`: the most decoder layers, the last stage's LM head counted), so uneven
+stages (`shapes.stage_layers`) slow the step and the bubble with it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..rules import LayoutArrays
-from ..spec import BF16, FP8, PRECISIONS, S_DUALPIPE, Hardware, Layout, ModelSpec
+from ..spec import BF16, FP8, PRECISIONS, S_1F1B_A2A, S_DUALPIPE, Hardware, Layout, ModelSpec
 from ..units import DAY, HOUR
 from ..workload import finetune_of
 from . import comm, finetune
@@ -280,7 +282,9 @@ def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any, tp_overlap: 
     pp = comm.pp_comm_s(act_layer / c.tp, c.pp, c.vpp, c.m, bw, a)  # scatter-gather (Megatron)
     dual = c.schedule == S_DUALPIPE
     pp_overlap = np.where((c.vpp > 1) | dual, comm.PP_OVERLAP_INTERLEAVED, comm.PP_OVERLAP_1F1B)
-    ep_overlap = np.where(dual, comm.EP_OVERLAP_DUALPIPE, comm.EP_OVERLAP)
+    paired = comm.EP_OVERLAP_A2A * (1.0 - 1.0 / c.m)  # 1F1B with the all-to-all overlap
+    ep_overlap = np.where(dual, comm.EP_OVERLAP_DUALPIPE,
+                          np.where(c.schedule == S_1F1B_A2A, paired, comm.EP_OVERLAP))
     return {"tp_comm_s": (tp, tp_overlap * compute_s),
             "cp_comm_s": (cp, comm.CP_OVERLAP * compute_s * fl.attention / fl.model),
             "ep_comm_s": (ep, ep_overlap * compute_s),

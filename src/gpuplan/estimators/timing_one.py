@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import BF16, FP8, M_MOE, S_DUALPIPE, ModelSpec
+from ..spec import BF16, FP8, M_MOE, S_1F1B_A2A, S_DUALPIPE, ModelSpec
 from ..workload import finetune_of
 from . import comm, finetune
 from . import shapes_one as s1
@@ -208,7 +208,8 @@ def _model_parallel(model: ModelSpec, c: dict[str, Any], p: dict[str, Any],
     pp = hops * s1.p2p(act / c["tp"], bw, a)
     dual = c["sched"] == S_DUALPIPE
     pp_ov = comm.PP_OVERLAP_INTERLEAVED if (c["vpp"] > 1 or dual) else comm.PP_OVERLAP_1F1B
-    ep_ov = comm.EP_OVERLAP_DUALPIPE if dual else comm.EP_OVERLAP
+    ep_ov = (comm.EP_OVERLAP_DUALPIPE if dual else comm.EP_OVERLAP_A2A * (1.0 - 1.0 / c["m"])
+             if c["sched"] == S_1F1B_A2A else comm.EP_OVERLAP)
     fl = p["fl"]
     return [(tp, tp_ov * compute_s),
             (cp, comm.CP_OVERLAP * compute_s * fl["attention"] / fl["model"]),
