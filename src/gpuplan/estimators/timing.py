@@ -190,7 +190,8 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
 
     Under FP8 recipes only the transformer layers' GEMMs run in FP8: the LM head stays at the
     16-bit peak (Megatron-Core's output layer is its own ColumnParallelLinear, not a
-    Transformer Engine module, so fp8_autocast leaves it in BF16; DeepSeek-V3, arXiv
+    Transformer Engine module, so fp8_autocast leaves it in BF16 unless the opt-in
+    `fp8_output_proj` (default False, MXFP8 only) is set; DeepSeek-V3, arXiv
     2412.19437 section 3.3.1, keeps "the embedding module, the output head, MoE gating
     modules, normalization operators, and attention operators" in BF16/FP32; MPT ties its
     head to the embedding, which llm-foundry's Transformer Engine swap does not touch)."""
