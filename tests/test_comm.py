@@ -175,3 +175,22 @@ def test_buckets_repeat_only_the_latency_terms():
         pytest.approx(2 * half, rel=1e-12)
     # ZeRO-3 gathers every micro-batch instead (zero3_gather_s), not once per step
     assert float(comm.dp_sync_parts_s(params, n, 3, 1, 450e9, 2e-6, bw, a, b)[1]) == 0.0
+
+
+def test_deduplicated_dispatch_never_sends_more_than_one_copy_per_expert():
+    """comm.a2a_token_copies (DeepEP / HybridEP dispatch): over every EP size, domain size and
+    top-k, the fabric copies are at most the k (n - n_inner)/n of a per-expert all-to-all and
+    at most one per remote domain, the scale-up copies at most k; with one domain nothing
+    crosses the fabric and the scale-up copies are the other ranks hit,
+    (n-1)(1 - C(E - E/n, k)/C(E, k)); dense models send none."""
+    from math import comb
+    for n, n_in, e, k in [(8, 8, 128, 8), (16, 8, 128, 8), (32, 8, 256, 8), (64, 4, 256, 8),
+                          (64, 64, 256, 8), (4, 1, 16, 2), (256, 8, 256, 8)]:
+        inner, outer = (float(x) for x in comm.a2a_token_copies(n, n_in, e, k))
+        assert 0.0 <= outer <= k * (n - n_in) / n + 1e-12
+        assert outer <= n / n_in - 1.0 + 1e-12
+        assert 0.0 <= inner <= k  # each expert copy takes at most one scale-up hop
+        if n == n_in:
+            assert outer == 0.0
+            assert inner == pytest.approx((n - 1) * (1 - comb(e - e // n, k) / comb(e, k)))
+    assert [float(x) for x in comm.a2a_token_copies(16, 8, 0, 0)] == [0.0, 0.0]

@@ -208,22 +208,25 @@ def test_bubble_is_the_interleaved_1f1b_fraction_of_busy_time():
 
 
 def test_moe_all_to_all_splits_between_nvlink_and_the_fabric():
-    """A 128-expert top-8 MoE (Qwen3-30B-A3B shape) with EP 16 on 8-GPU nodes: each
-    all-to-all sends 7/16 of the dispatch buffer over NVLink and 8/16 over the NIC at once
-    (4 per MoE layer per micro-batch, none hidden); EP 8 stays on NVLink and is cheaper."""
+    """A 128-expert top-8 MoE (Qwen3-30B-A3B shape) with EP 16 on 8-GPU nodes, deduplicated
+    dispatch (DeepEP / HybridEP; comm.a2a_token_copies): a token crosses the NIC once per
+    remote node it has an expert on, 1 - C(64,8)/C(128,8) copies here (not 8 x 8/16 = 4), and
+    NVLink once per other GPU of each node hit, 2 x 7 x (1 - C(120,8)/C(128,8)); the two run at
+    once (4 per MoE layer per micro-batch, none hidden). EP 8 stays on NVLink and is cheaper."""
+    from math import comb
     moe = ModelSpec(id="q", name="q", layers=48, hidden=2048, heads=32, kv_heads=4, ffn=6144,
                     vocab=151936, mlp="swiglu", head_dim=128, experts=128,
                     experts_per_token=8, moe_ffn=768)
     lay = Layout(tp=1, pp=1, dp=16, ep=np.array([16, 8]), micro_batch=1, global_batch=32,
                  seq_len=4096)
     t = step_time(moe, lay, HW, EFF)
-    dispatch = 1 * 4096 * 2048 * 2.0 * 8  # mb x s x h x 2 bytes x top-8
-    by_hand = comm.ep_comm_s(dispatch, 16, 48, 2, 450e9, 2e-6, n_inner=8,
-                             bw_outer=50e9 * comm.NET_EFFICIENCY,
-                             alpha_outer=4e-6)
-    assert float(t.ep_comm_s[0]) == pytest.approx(float(by_hand), rel=1e-9)
-    assert float(t.ep_comm_s[1]) == pytest.approx(
-        float(comm.ep_comm_s(dispatch, 8, 48, 2, 450e9, 2e-6)), rel=1e-9)
+    tokens = 1 * 4096 * 2048 * 2.0  # mb x s x h x 2 bytes, one copy of the rank's tokens
+    nic = (1 - comb(64, 8) / comb(128, 8)) * tokens / (50e9 * comm.NET_EFFICIENCY)
+    nvl = 2 * 7 * (1 - comb(120, 8) / comb(128, 8)) * tokens / 450e9
+    one = max(nic, nvl) + 7 * 2e-6 + 1 * 4e-6
+    assert float(t.ep_comm_s[0]) == pytest.approx(4 * one * 48 * 2, rel=1e-9)
+    inside = 7 * (1 - comb(112, 8) / comb(128, 8)) * tokens / 450e9 + 7 * 2e-6
+    assert float(t.ep_comm_s[1]) == pytest.approx(4 * inside * 48 * 2, rel=1e-9)
     assert float(t.ep_comm_s[1]) < float(t.ep_comm_s[0])
 
 
@@ -294,3 +297,42 @@ def test_dualpipe_bubble_and_all_to_all_overlap():
     dual = step_time(moe, Layout(**lay, schedule=S_DUALPIPE), HW, EFF)
     assert 0.0 < float(plain.ep_comm_s) < float(plain.compute_s)
     assert float(dual.ep_comm_s) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_fp8_leaves_the_lm_head_in_16_bits():
+    """Under an FP8 recipe the LM head GEMM runs at the 16-bit peak and efficiency (Megatron-
+    Core's output layer is not a Transformer Engine module; DeepSeek-V3 section 3.3.1), so a
+    larger vocabulary adds the same GEMM time at FP8 as at BF16 (one stage holds the head;
+    peak_flops is the FP8 peak there, its half the 16-bit one), while the layers' GEMMs speed
+    up. Exact: nothing else in compute_s depends on the vocabulary."""
+    big = replace(GPT7B, vocab=4 * GPT7B.vocab)
+    lay = dict(global_batch=8, micro_batch=1, seq_len=2048)
+    hw8 = replace(HW, peak_flops=2 * HW.peak_flops)
+
+    def compute(model, precision, hw):
+        return float(step_time(model, Layout(**lay, precision=precision), hw, EFF).compute_s)
+
+    head16 = compute(big, BF16, HW) - compute(GPT7B, BF16, HW)
+    head8 = compute(big, FP8, hw8) - compute(GPT7B, FP8, hw8)
+    assert head8 == pytest.approx(head16, rel=1e-9)
+    assert compute(GPT7B, FP8, hw8) < compute(GPT7B, BF16, HW)
+
+
+def test_megatron_all_to_all_overlap_hides_behind_the_paired_micro_batch():
+    """Schedule 1f1b-a2a (Megatron-Core --overlap-moe-expert-parallel-comm): the MoE
+    all-to-all hides behind (1 - 1/m) of the compute (the first forward and last backward have
+    no partner); the bubble stays 1F1B's. On a thin network (EP across two 8-GPU nodes at
+    5 GB/s per GPU) the all-to-all outgrows that budget and the excess stays exposed."""
+    from gpuplan.spec import S_1F1B_A2A
+    moe = ModelSpec(id="q", name="q", layers=48, hidden=2048, heads=32, kv_heads=4, ffn=6144,
+                    vocab=151936, mlp="swiglu", head_dim=128, experts=128,
+                    experts_per_token=8, moe_ffn=768)
+    for hw in (HW, replace(HW, scale_out_bytes_per_s=5e9)):
+        lay = dict(dp=16, ep=16, micro_batch=1, global_batch=64, seq_len=4096)  # m = 4
+        plain = step_time(moe, Layout(**lay), hw, EFF)
+        paired = step_time(moe, Layout(**lay, schedule=S_1F1B_A2A), hw, EFF)
+        hidden = min(float(plain.ep_comm_s), 0.75 * float(plain.compute_s))
+        assert float(paired.ep_comm_s) == pytest.approx(float(plain.ep_comm_s) - hidden,
+                                                        rel=1e-9, abs=1e-12)
+        assert float(paired.step_s) < float(plain.step_s)
+    assert float(paired.ep_comm_s) > 0.0  # the thin network: more than the budget

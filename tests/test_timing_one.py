@@ -43,7 +43,7 @@ def _random_case(cat, rng):
                  global_batch=dp * mb * int(rng.choice([1, 3, 8, 32])),
                  seq_len=int(rng.choice([1024, 4096, 8192])), recompute=rc,
                  precision=int(rng.integers(0, 4)), optimizer=int(rng.integers(0, 3)),
-                 schedule=int(rng.integers(0, 2)), first_stage_layers=first,
+                 schedule=int(rng.integers(0, 3)), first_stage_layers=first,
                  last_stage_layers=last,
                  shard_group=int(rng.choice([0, 0, 2, 8, 16, 64])) if dp * cp > 1 else 0,
                  recompute_modules=int(rng.integers(1, 64)),  # mla_up_proj too (#11)

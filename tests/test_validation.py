@@ -90,11 +90,15 @@ def test_dense_hold_out_runs_worst_error_is_bounded(results):
     assert summary(dense)["worst_abs_error_pct"] < 30.0
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "not met: 10.7% over the 65 release-table Llama runs (every release) since the LM head "
+    "stays in 16 bits under FP8 recipes (#12, estimators/timing.py; it was 9.95%): the FP8 "
+    "Llama rows were already predicted slow and the megatron fp8_ratio sits at the top of its grid"))
 def test_release_table_dense_runs_median(results):
     """Megatron-Bridge's per-release tables, dense Llama runs (all hold-out): median |error|
     <= 10%, the issue's median target on this subset too. Met since issue #12's communication
-    terms and refit (9.95% over 65 runs; it was 10.6%, a strict xfail): a narrow margin.
-    Every release counts here (9.2% today); the 19 newest-release runs alone are at 10.9%."""
+    terms and refit (9.95% over 65 runs), 10.7% once the LM head runs at the 16-bit peak under
+    FP8. Every release counts here; the 19 newest-release runs alone are over 10% too."""
     sweep = release_sweep_ids()
     dense = [r for r in results if r.id in sweep and r.status == "known"
              and "llama" in r.id]

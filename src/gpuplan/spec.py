@@ -40,10 +40,12 @@ M_CORE_ATTN, M_MLP, M_MOE, M_MOE_ACT, M_LAYERNORM, M_MLA_UP_PROJ = (1 << i for i
 OFFLOAD_PARTS = ("optimizer", "params", "grads", "activations")
 O_OPTIMIZER, O_PARAMS, O_GRADS, O_ACTIVATIONS = (1 << i for i in range(4))
 OPTIMIZERS = ("adamw", "sgd", "adafactor")
-# Pipeline schedules: 1F1B (interleaved when vpp > 1; Narayanan et al. 2021) and DeepSeek-V3's
-# DualPipe (arXiv 2412.19437 section 3.2.1).
-SCHEDULES = ("1f1b", "dualpipe")
-S_1F1B, S_DUALPIPE = range(2)
+# Pipeline schedules: 1F1B (interleaved when vpp > 1; Narayanan et al. 2021), DeepSeek-V3's
+# DualPipe (arXiv 2412.19437 section 3.2.1) and 1F1B with Megatron-Core's MoE all-to-all
+# overlap (--overlap-moe-expert-parallel-comm: one micro-batch's forward merged with another's
+# backward, each one's all-to-all under the other's compute; timing.py).
+SCHEDULES = ("1f1b", "dualpipe", "1f1b-a2a")
+S_1F1B, S_DUALPIPE, S_1F1B_A2A = range(3)
 ADAMW, SGD, ADAFACTOR = range(3)
 PRICING = ("on-demand", "spot", "reserved-1y", "reserved-3y", "savings-plan-1y", "savings-plan-3y")
 VENDORS = ("nvidia", "amd", "intel", "huawei")

@@ -75,6 +75,14 @@ TP_CROSS_NODE_OVERLAP = 0.0
 # all-to-all and PP communication with the computation of the other direction: "both
 # all-to-all and PP communication can be fully hidden during execution".
 EP_OVERLAP_DUALPIPE = 1.0
+# Megatron-Core's MoE all-to-all overlap (--overlap-moe-expert-parallel-comm with
+# --delay-wgrad-compute; Megatron-Core MoE README, "EP A2A overlap"; set by the Megatron-Bridge
+# DeepSeek-V3 and Qwen3 MXFP8 recipes from 26.06, and the B200 EP 32 DeepSeek-V3 one from
+# 26.04.01): in the 1F1B steady state one micro-batch's forward runs merged with another's
+# backward, so each one's dispatch and combine run under the other's compute, as in DualPipe
+# but without its two-directional pipeline. The first forward and the last backward of a step
+# have no partner: the compute that can hide it is (1 - 1/m) of the step's (m micro-batches).
+EP_OVERLAP_A2A = 1.0
 
 
 # --- collective primitives -------------------------------------------------------------------
@@ -232,6 +240,75 @@ def ep_comm_s(dispatch_bytes: Any, ep: Any, moe_layers: Any, microbatches: Any, 
     else:
         one = hierarchical_all_to_all_s(dispatch_bytes, ep, n_inner, bw, alpha, bw_outer,
                                         alpha_outer)
+    return 4.0 * one * moe_layers * microbatches
+
+
+# --- MoE token dispatch with deduplication (DeepEP / HybridEP) ---------------------------------
+#
+# The dispatcher of tuned MoE training (DeepEP, github.com/deepseek-ai/DeepEP; Megatron-Core's
+# flex dispatcher with its DeepEP and HybridEP backends, which the Megatron-Bridge MoE recipes
+# use) sends a token to each destination GPU ONCE, however many of its k experts live there
+# (DeepEP's dispatch layout: is_token_in_rank; the per-expert copies are made after receipt),
+# and across scale-up domains sends it ONCE per destination domain, to the GPU of the same local
+# index, which forwards it over the scale-up link to the GPUs holding its experts (DeepSeek-V3,
+# arXiv 2412.19437, section 3.2.2: "transmit the tokens via IB to the GPUs with the same
+# in-node index on their target nodes ... forwarded via NVLink"). Combine is the mirror image.
+# Under uniform routing (what force-balanced benchmarks measure) the chance that a set of x of
+# the E experts receives none of a token's k distinct experts is C(E-x, k) / C(E, k).
+
+
+def _none_chosen(experts: int, k: int, x: Any) -> Any:
+    """C(E - x, k) / C(E, k) = prod_{i<k} (E - x - i) / (E - i): probability that none of a
+    token's k distinct experts (uniform over E) falls in a given set of x experts."""
+    x = np.asarray(x, dtype=float)
+    p = np.ones_like(x)
+    for i in range(int(k)):
+        p = p * np.clip((experts - x - i) / (experts - i), 0.0, 1.0)
+    return p
+
+
+def a2a_token_copies(n: Any, n_inner: Any, experts: int, k: int) -> tuple[Any, Any]:
+    """(copies over the scale-up link, copies over the scale-out fabric) that one token of one
+    rank makes in a deduplicated dispatch over an EP group of n ranks, n_inner per scale-up
+    domain (G = n / n_inner domains; E/n experts per rank, E n_inner / n per domain):
+
+        fabric   = (G - 1) (1 - C(E - E n_inner/n, k) / C(E, k))   (one per remote domain hit)
+        scale-up = G (n_inner - 1) (1 - C(E - E/n, k) / C(E, k))   (to the other GPUs of each
+                                                                    domain hit, incl. forwarding)
+
+    For G = 1 the fabric term is 0 and the scale-up term is the ranks hit; without dedup they
+    would be k (n - n_inner)/n and k (n_inner - 1)/n. 0 copies for dense models (k = 0)."""
+    n = np.asarray(n, dtype=float)
+    n_in = np.clip(np.asarray(n_inner, dtype=float), 1.0, n)
+    if not k or experts <= 0:
+        return np.zeros_like(n), np.zeros_like(n)
+    domains = n / n_in
+    outer = (domains - 1.0) * (1.0 - _none_chosen(experts, k, experts * n_in / n))
+    inner = domains * (n_in - 1.0) * (1.0 - _none_chosen(experts, k, experts / n))
+    return inner, outer
+
+
+def moe_dispatch_s(token_bytes: Any, n: Any, n_inner: Any, experts: int, k: int,
+                   bw_inner: Any, alpha_inner: Any, bw_outer: Any, alpha_outer: Any) -> Any:
+    """One deduplicated dispatch (or combine): `token_bytes` = the rank's tokens x hidden x
+    element bytes; the scale-up and scale-out sends run at once (`hierarchical_all_to_all_s`),
+    with one latency per scale-up peer and per remote domain."""
+    inner, outer = a2a_token_copies(n, n_inner, experts, k)
+    n = np.asarray(n, dtype=float)
+    n_in = np.clip(np.asarray(n_inner, dtype=float), 1.0, n)
+    t = np.maximum(_transfer_s(inner, token_bytes, bw_inner),
+                   _transfer_s(outer, token_bytes, bw_outer))
+    lat = np.where(n > 1, (n_in - 1.0) * alpha_inner + (n / n_in - 1.0) * alpha_outer, 0.0)
+    return t + lat
+
+
+def moe_all_to_all_s(token_bytes: Any, n: Any, n_inner: Any, experts: int, k: int,
+                     moe_layers: Any, microbatches: Any, bw_inner: Any, alpha_inner: Any,
+                     bw_outer: Any, alpha_outer: Any) -> Any:
+    """MoE token traffic per step: dispatch and combine, forward and backward (4 per MoE layer
+    per micro-batch; GShard, arXiv 2006.16668), each `moe_dispatch_s`."""
+    one = moe_dispatch_s(token_bytes, n, n_inner, experts, k, bw_inner, alpha_inner, bw_outer,
+                         alpha_outer)
     return 4.0 * one * moe_layers * microbatches
 
 

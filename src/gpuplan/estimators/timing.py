@@ -15,13 +15,15 @@ token routing traffic (compute.moe_routing_elems_per_token). Communication hides
 compute by named overlap fractions (estimators/comm.py) that share one budget, the GEMM time.
 bubble_s = (pp - 1) / (microbatches * vpp) x the pipeline's busy time, the interleaved 1F1B
 bubble of Narayanan et al. 2021 (arXiv 2104.04473, section 2.2.2), or DualPipe's
-(`_bubble_fraction`, Layout.schedule). The scale-out link runs at comm.NET_EFFICIENCY of the
-NIC; the DP reduction (in buckets) hides only behind the last micro-batch's backward
-(`_data_parallel_comm`); overhead_s adds the per-step scalar syncs (`_step_sync_s`).
-`timing_one.step_time_one` evaluates the same model for one configuration in Python floats.
-Every per-step part is that of the slowest pipeline stage (`slowest_stage`: the most decoder
-layers, the last stage's LM head counted), so uneven stages (`shapes.stage_layers`) slow the
-step and the bubble with it.
+(`_bubble_fraction`, Layout.schedule). The MoE all-to-all (a deduplicated dispatch,
+comm.moe_all_to_all_s) is exposed under 1F1B and hidden under DualPipe and under 1F1B with
+Megatron-Core's all-to-all overlap (schedule 1f1b-a2a, comm.EP_OVERLAP_A2A). The scale-out
+link runs at comm.NET_EFFICIENCY of the NIC; the DP reduction (in buckets) hides only behind
+the last micro-batch's backward (`_data_parallel_comm`); overhead_s adds the per-step scalar
+syncs (`_step_sync_s`). `timing_one.step_time_one` evaluates the same model for one
+configuration in Python floats. Every per-step part is that of the slowest pipeline stage
+(`slowest_stage`: the most decoder layers, the last stage's LM head counted), so uneven
+stages (`shapes.stage_layers`) slow the step and the bubble with it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..rules import LayoutArrays
-from ..spec import BF16, FP8, PRECISIONS, S_DUALPIPE, Hardware, Layout, ModelSpec
+from ..spec import BF16, FP8, PRECISIONS, S_1F1B_A2A, S_DUALPIPE, Hardware, Layout, ModelSpec
 from ..units import DAY, HOUR
 from ..workload import finetune_of
 from . import comm, finetune
@@ -184,7 +186,15 @@ def slowest_stage(model: ModelSpec, c: _Ctx, layer_flops: Any, head_flops: Any
 def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
                    optimizer: Any) -> dict[str, Any]:
     """GEMM time, memory-bound time, fixed overhead and optimizer step on the slowest pipeline
-    stage (`slowest_stage`: its layers, plus the LM head on the last)."""
+    stage (`slowest_stage`: its layers, plus the LM head on the last).
+
+    Under FP8 recipes only the transformer layers' GEMMs run in FP8: the LM head stays at the
+    16-bit peak (Megatron-Core's output layer is its own ColumnParallelLinear, not a
+    Transformer Engine module, so fp8_autocast leaves it in BF16 unless the opt-in
+    `fp8_output_proj` (default False, MXFP8 only) is set; DeepSeek-V3, arXiv
+    2412.19437 section 3.3.1, keeps "the embedding module, the output head, MoE gating
+    modules, normalization operators, and attention operators" in BF16/FP32; MPT ties its
+    head to the embedding, which llm-foundry's Transformer Engine swap does not touch)."""
     L, h = model.layers, model.hidden
     fl = flops_per_token(model, c.seq)
     tokens_gpu = c.gb * c.seq / (c.dp * c.cp)  # tokens each stage's tp group sees per step
@@ -198,11 +208,15 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
     per_layer_tokens = tokens_gpu / c.tp * lps / L  # (tokens x all layers) x this stage's share
     expert = per_layer_tokens * _expert_flops(model, c) / stage_flops
     attn = per_layer_tokens * fl.attention_executed(c.rc, c.rmods, c.rk) / stage_flops
+    # The LM head stays in 16 bits under FP8 recipes (see the docstring).
+    head16 = tokens_gpu / c.tp * fl.lm_head * head / stage_flops
     eff_mm = matmul_efficiency(eff, h / c.tp, c.prec)
+    eff16 = matmul_efficiency(eff, h / c.tp, BF16)
     rows = tokens_per_rank(c.seq, c.mb, c.cp) / c.tp  # each rank routes its SP shard
     eff_ex = matmul_efficiency(eff, expert_gemm_dim(model, rows, c.ep), c.prec)
-    eff_at = matmul_efficiency(eff, h / c.tp, BF16) * np.asarray(eff.attention_ratio)
-    compute_s = (compute_time(stage_flops * (1 - expert - attn), c.peak, eff_mm)
+    eff_at = eff16 * np.asarray(eff.attention_ratio)
+    compute_s = (compute_time(stage_flops * (1 - expert - attn - head16), c.peak, eff_mm)
+                 + compute_time(stage_flops * head16, c.peak16, eff16)
                  + compute_time(stage_flops * expert * MOE_LOAD_IMBALANCE, c.peak, eff_ex)
                  + compute_time(stage_flops * attn, c.peak16, eff_at))
     per_token = (elementwise_bytes_per_token_layer(model, c.act_bytes, c.ep) * lps
@@ -255,20 +269,23 @@ def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any, tp_overlap: 
     cp = comm.cp_comm_s(kv, c.cp, lps, c.m, bw, a)
     fl = flops_per_token(model, c.seq)
 
-    # EP ranks sit at stride tp*cp inside the data-parallel dimension; the all-to-all sends to
-    # peers in the same scale-up domain over it and to the rest over the scale-out fabric.
+    # EP ranks sit at stride tp*cp inside the data-parallel dimension; the deduplicated
+    # dispatch (comm.moe_all_to_all_s: once per GPU, once per remote domain, forwarded over
+    # the scale-up link) sends to the same domain over it and to the rest over the fabric.
     # The busiest rank receives MOE_LOAD_IMBALANCE x the mean.
     k = model.experts_per_token if model.is_moe else 0
     ep_in = comm.ranks_inside(c.tp * c.cp, c.ep, c.domain)
-    ep = comm.ep_comm_s(act_layer / c.tp * k * MOE_LOAD_IMBALANCE, c.ep,
-                        model.moe_layers * lps / model.layers, c.m, c.up, c.a_up, n_inner=ep_in,
-                        bw_outer=c.out, alpha_outer=c.a_out)
+    ep = comm.moe_all_to_all_s(act_layer / c.tp * MOE_LOAD_IMBALANCE, c.ep, ep_in,
+                               model.experts, k, model.moe_layers * lps / model.layers, c.m,
+                               c.up, c.a_up, c.out, c.a_out)
 
     bw, a = c.link(c.tp * c.cp * c.dp * c.pp)  # scale-out once the job leaves one domain
     pp = comm.pp_comm_s(act_layer / c.tp, c.pp, c.vpp, c.m, bw, a)  # scatter-gather (Megatron)
     dual = c.schedule == S_DUALPIPE
     pp_overlap = np.where((c.vpp > 1) | dual, comm.PP_OVERLAP_INTERLEAVED, comm.PP_OVERLAP_1F1B)
-    ep_overlap = np.where(dual, comm.EP_OVERLAP_DUALPIPE, comm.EP_OVERLAP)
+    paired = comm.EP_OVERLAP_A2A * (1.0 - 1.0 / c.m)  # 1F1B with the all-to-all overlap
+    ep_overlap = np.where(dual, comm.EP_OVERLAP_DUALPIPE,
+                          np.where(c.schedule == S_1F1B_A2A, paired, comm.EP_OVERLAP))
     return {"tp_comm_s": (tp, tp_overlap * compute_s),
             "cp_comm_s": (cp, comm.CP_OVERLAP * compute_s * fl.attention / fl.model),
             "ep_comm_s": (ep, ep_overlap * compute_s),

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import BF16, FP8, M_MOE, S_DUALPIPE, ModelSpec
+from ..spec import BF16, FP8, M_MOE, S_1F1B_A2A, S_DUALPIPE, ModelSpec
 from ..workload import finetune_of
 from . import comm, finetune
 from . import shapes_one as s1
@@ -127,13 +127,16 @@ def _compute_parts(model: ModelSpec, c: dict[str, Any], eff: Efficiency) -> dict
         routed = routed * (1.0 + (c["full"] + s1.module_bit(rc, c["rmods"], M_MOE)) / 3.0)
     expert = per_layer_tokens * routed / stage_flops
     attn = per_layer_tokens * s1.attention_executed(fl, rc, c["rmods"], c["rk"]) / stage_flops
+    head16 = tokens_gpu / c["tp"] * fl["lm_head"] * head / stage_flops  # 16-bit LM head
     eff_mm = s1.mm_eff(eff, h / c["tp"], c["prec"])
+    eff16 = s1.mm_eff(eff, h / c["tp"], BF16)
     rows = c["seq"] * c["mb"] / c["cp"] / c["tp"]
     if model.is_moe:
         rows = rows * model.experts_per_token * c["ep"] / model.experts
     eff_ex = s1.mm_eff(eff, mn(rows, min(model.hidden, model.expert_ffn)), c["prec"])
-    eff_at = s1.mm_eff(eff, h / c["tp"], BF16) * eff.attention_ratio
-    compute_s = (div(stage_flops * (1 - expert - attn), c["peak"] * eff_mm)
+    eff_at = eff16 * eff.attention_ratio
+    compute_s = (div(stage_flops * (1 - expert - attn - head16), c["peak"] * eff_mm)
+                 + div(stage_flops * head16, c["peak16"] * eff16)
                  + div(stage_flops * expert * MOE_LOAD_IMBALANCE, c["peak"] * eff_ex)
                  + div(stage_flops * attn, c["peak16"] * eff_at))
     per_token = s1.elementwise(model, c["act"], c["ep"]) * lps + s1.logits_bytes(model) * head
@@ -162,6 +165,29 @@ def _finetuned(model: ModelSpec, ft: Any, c: dict[str, Any], p: dict[str, Any]
                 optimizer_s=p["optimizer_s"] * share, params=p["params"] * share)
 
 
+def _none_chosen(experts: int, k: int, x: float) -> float:
+    """comm._none_chosen."""
+    p = 1.0
+    for i in range(int(k)):
+        p *= s1.clip((experts - x - i) / (experts - i), 0.0, 1.0)
+    return p
+
+
+def _dispatch(token_bytes: float, n: float, n_in: float, experts: int, k: int,
+              c: dict[str, Any]) -> float:
+    """comm.moe_dispatch_s (with comm.a2a_token_copies)."""
+    n_in = s1.clip(n_in, 1.0, n)
+    if not k or experts <= 0:
+        inner = outer = 0.0
+    else:
+        domains = n / n_in
+        outer = (domains - 1.0) * (1.0 - _none_chosen(experts, k, experts * n_in / n))
+        inner = domains * (n_in - 1.0) * (1.0 - _none_chosen(experts, k, experts / n))
+    t = mx(s1.transfer(inner, token_bytes, c["up"]), s1.transfer(outer, token_bytes, c["out"]))
+    lat = (n_in - 1.0) * c["a_up"] + (n / n_in - 1.0) * c["a_out"] if n > 1 else 0.0
+    return t + lat
+
+
 def _model_parallel(model: ModelSpec, c: dict[str, Any], p: dict[str, Any],
                     tp_overlap: float) -> list[tuple[float, float]]:
     """timing._model_parallel_comm: [(total, hideable)] for tp, cp, ep, pp."""
@@ -175,15 +201,15 @@ def _model_parallel(model: ModelSpec, c: dict[str, Any], p: dict[str, Any],
     cp = 3.0 * max(c["cp"] - 1.0, 0.0) * s1.p2p(kv, bw, a) * lps * c["m"]
     k = model.experts_per_token if model.is_moe else 0
     ep_in = s1.inside(c["tp"] * c["cp"], c["ep"], c["domain"])
-    one = s1.hier_a2a(act / c["tp"] * k * MOE_LOAD_IMBALANCE, c["ep"], ep_in, c["up"],
-                      c["a_up"], c["out"], c["a_out"])
+    one = _dispatch(act / c["tp"] * MOE_LOAD_IMBALANCE, c["ep"], ep_in, model.experts, k, c)
     ep = 4.0 * one * (model.moe_layers * lps / model.layers) * c["m"]
     bw, a = _link(c, c["tp"] * c["cp"] * c["dp"] * c["pp"])
     hops = 2.0 * c["vpp"] * c["m"] if c["pp"] > 1 else 0.0
     pp = hops * s1.p2p(act / c["tp"], bw, a)
     dual = c["sched"] == S_DUALPIPE
     pp_ov = comm.PP_OVERLAP_INTERLEAVED if (c["vpp"] > 1 or dual) else comm.PP_OVERLAP_1F1B
-    ep_ov = comm.EP_OVERLAP_DUALPIPE if dual else comm.EP_OVERLAP
+    ep_ov = (comm.EP_OVERLAP_DUALPIPE if dual else comm.EP_OVERLAP_A2A * (1.0 - 1.0 / c["m"])
+             if c["sched"] == S_1F1B_A2A else comm.EP_OVERLAP)
     fl = p["fl"]
     return [(tp, tp_ov * compute_s),
             (cp, comm.CP_OVERLAP * compute_s * fl["attention"] / fl["model"]),
