@@ -25,9 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from .calibrate.memory_fit import MemoryFit, layout_fields, memory_options, run_fit
+from .calibrate.memory_fit import int_field as _int
 from .calibrate.releases import newest_runs, source_group
 from .catalog import Catalog, read_package_csv
-from .errors import CatalogError
+from .errors import CatalogError, GpuplanError
 from .estimators.compute import Efficiency, flops_per_token
 from .estimators.timing import BOTTLENECKS, step_time
 from .search.hardware import (
@@ -71,6 +73,9 @@ class RunResult:
     anomaly: str = ""  # a written, source-based reason the run is treated as anomalous
     release: str = ""  # the software release its source table was published for ('' one-off)
     superseded_by: str = ""  # a run of the same configuration's newest release ('' if current)
+    memory: MemoryFit | None = None  # predicted memory per GPU vs the GPU's (run_fit)
+    memory_settings: str = ""  # 'recorded': its memory settings are read from a cited source
+    memory_unmodelled: str = ""  # recorded settings the memory model cannot express
 
     @property
     def current(self) -> bool:
@@ -96,6 +101,8 @@ class RunSpec:
     gpu: str
     stack: str = "megatron"  # the run's software stack (column `stack`)
     group: str = "megatron"  # its calibration group (`stack_group`)
+    # (grad reduce dtype, moments dtype, activation cache); None = the stack's
+    memory_options: tuple[str | None, str | None, str | None] = (None, None, None)
 
 
 def load_runs() -> list[dict[str, str]]:
@@ -126,11 +133,6 @@ def calibration_set_reason(row: dict[str, str]) -> str:
     return ""
 
 
-def _int(row: dict[str, str], key: str, default: int = 0) -> int:
-    v = row.get(key, "").strip()
-    return int(v) if v else default
-
-
 def run_model(cat: Catalog, row: dict[str, str]) -> ModelSpec:
     if row.get("model", "").strip():
         return cat.model(row["model"])
@@ -154,16 +156,17 @@ def run_spec(cat: Catalog, row: dict[str, str]) -> RunSpec:
             global_batch=_int(row, "global_batch"), seq_len=_int(row, "seq_len"),
             recompute=code(RECOMPUTE, row["recompute"], "recompute"),
             precision=code(PRECISIONS, row["precision"], "precision"),
-            stack=code(STACKS, row.get("stack") or STACKS[0], "stack"))
+            stack=code(STACKS, row.get("stack") or STACKS[0], "stack"), **layout_fields(row))
         gpus = int(row["gpus"])
         if int(layout.gpus) != gpus:
             raise CatalogError(f"tp*pp*cp*dp = {layout.gpus} but gpus = {gpus}")
         acc = cat.accelerator(row["gpu"])
-    except (KeyError, ValueError, CatalogError) as err:
+    except (KeyError, ValueError, GpuplanError) as err:
         raise CatalogError(f"{RUNS_FILE}: run '{row.get('id', '?')}': {err}") from None
     stack = STACKS[int(layout.stack)]
     return RunSpec(row=row, model=model, layout=layout, family=acc.family, gpu=acc.id,
-                   stack=stack, group=stack_group(cat, stack))
+                   stack=stack, group=stack_group(cat, stack), memory_options=memory_options(row))
+
 
 
 def _hardware(cat: Catalog, rs: RunSpec) -> Any:
@@ -253,7 +256,11 @@ def validate_runs(cat: Catalog, rows: list[dict[str, str]] | None = None,
             stack=rs.stack, precision=row["precision"],
             moe=bool(int(rs.model.experts or 0) > 1), gpus=int(rs.layout.gpus),
             anomaly=row.get("anomaly", ""), release=row.get("release", ""),
-            superseded_by=newest.get(row["id"], "")))
+            superseded_by=newest.get(row["id"], ""), memory=run_fit(
+                cat, rs.model, rs.layout, gpus=int(rs.layout.gpus), options=rs.memory_options,
+                capacity_bytes=float(np.asarray(_hardware(cat, rs).memory_bytes).ravel()[0])),
+            memory_settings=row.get("memory_settings", "").strip(),
+            memory_unmodelled=row.get("memory_unmodelled", "").strip()))
     return results
 
 

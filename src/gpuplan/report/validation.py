@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..validation import RunResult, summary
+from ..validation import RunResult, counted, summary
 from .fmt import num, pct, table
 
 MODES = {False: "catalog constants", True: "leave-one-source-out"}
@@ -33,7 +33,8 @@ def to_json(results: list[RunResult], cross_validated: bool = False,
                   "gpu": r.gpu, "status": r.status, "fit": r.fit, "sample": r.sample,
                   "source_metric": r.source_metric, "source_value": r.source_value,
                   "bottleneck": r.bottleneck, "efficiency_guess": r.efficiency_guess,
-                  "release": r.release, "current": r.current, "superseded_by": r.superseded_by}
+                  "release": r.release, "current": r.current, "superseded_by": r.superseded_by,
+                  **_memory_keys(r)}
                  for r in results],
         "n": overall["n"],
         "median_abs_error_pct": overall["median_abs_error_pct"],
@@ -45,7 +46,32 @@ def to_json(results: list[RunResult], cross_validated: bool = False,
         "excluded": [r.id for r in results if r.status != "known"],
         "releases": "all" if all_releases else "newest",
         "superseded": [r.id for r in results if not r.current],
+        "memory_fit": memory_fit_summary(results, all_releases),
     }
+
+
+def _memory_keys(r: RunResult) -> dict[str, Any]:
+    m = r.memory
+    return {"fits": m.fits if m else None, "memory_gib": m.memory_gib if m else None,
+            "reserved_gib": m.reserved_gib if m else None,
+            "gpu_memory_gib": m.capacity_gib if m else None,
+            "memory_refused": (m.refused or None) if m else None,
+            "memory_settings": r.memory_settings or None,
+            "memory_unmodelled": r.memory_unmodelled or None}
+
+
+def memory_fit_summary(results: list[RunResult], all_releases: bool = False) -> dict[str, Any]:
+    """Of the known runs counted (the current ones; every release with `all_releases`): how
+    many the memory model predicts fit their GPUs (reserved + runtime context <= GPU memory,
+    as `gpuplan estimate`), and which do not (every one of them ran), with and without their
+    memory settings recorded from a source (column `memory_settings`)."""
+    known = [r for r in counted(results, all_releases) if r.status == "known" and r.memory]
+    bad = [r for r in known if r.memory and r.memory.fits is False]
+    return {"n": len(known), "fit": sum(1 for r in known if r.memory and r.memory.fits),
+            "not_fit": [r.id for r in bad],
+            "not_fit_recorded": [r.id for r in bad if r.memory_settings == "recorded"],
+            "refused": [r.id for r in known if r.memory and r.memory.fits is None],
+            "releases": "all" if all_releases else "newest"}
 
 
 def _cells(s: dict[str, Any] | None) -> tuple[str, str, str]:
@@ -102,9 +128,30 @@ def render_text(data: dict[str, Any]) -> str:
     if data["excluded"]:
         out.append(f"excluded (configuration unknown, see notes in published_runs.csv): "
                    f"{', '.join(data['excluded'])}")
+    if "memory_fit" in data:
+        out += _memory_fit_lines(data)
     if "groups" in data:
         out += _group_lines(data)
     return "\n".join(out)
+
+
+def _memory_fit_lines(data: dict[str, Any]) -> list[str]:
+    """How many known runs the memory model predicts fit, and the ones that do not (each ran:
+    it published a throughput), with predicted vs GPU memory."""
+    mf = data["memory_fit"]
+    byid = {r["id"]: r for r in data["runs"]}
+    which = "newest release" if mf["releases"] == "newest" else "every release"
+    out = ["", f"memory: {mf['fit']} of {mf['n']} known runs ({which}) predicted to fit "
+           "(reserved + runtime context <= GPU memory, as `gpuplan estimate`)"]
+    if mf["not_fit"]:
+        out.append("ran, but predicted not to fit (predicted GiB / GPU GiB; memory settings "
+                   "recorded from the source, or the stack's defaults):")
+        out += [f"  {i}: {byid[i]['memory_gib']:.1f} / {byid[i]['gpu_memory_gib']:.1f}  "
+                + ("recorded" if byid[i]["memory_settings"] else "defaults")
+                + (f"; not modelled: {byid[i]['memory_unmodelled']}"
+                   if byid[i]["memory_unmodelled"] else "") for i in mf["not_fit"]]
+    out += [f"  refused: {i}: {byid[i]['memory_refused']}" for i in mf["refused"]]
+    return out
 
 
 GROUP_TITLES = {"family": "family", "stack": "stack", "precision": "precision",

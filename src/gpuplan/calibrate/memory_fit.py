@@ -1,0 +1,87 @@
+"""Does each published throughput run fit, by gpuplan's memory model? (issue #11, L5)
+
+A run in ``data/published_runs.csv`` that published a throughput ran, so it fitted its GPUs.
+`run_fit` predicts its per-GPU memory with the run's recorded configuration -- the layout, and
+the memory settings its source states in their own columns (recompute modules, gradient
+reduction dtype, optimizer-moment dtype, activation cache, offload, uneven pipeline stages) --
+and applies the same test as `gpuplan estimate`: ``fits`` when the reserved peak plus the CUDA
+runtime context is at most the GPU's memory (`search.evaluate.physics`), i.e. reserved <=
+usable. A layout the model refuses is reported with its one-line refusal (``fits`` None).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..catalog import Catalog
+from ..errors import CatalogError, GpuplanError
+from ..search.evaluate import memory_per_gpu, site_from_catalog
+from ..search.single import with_grad_reduce, with_memory_options
+from ..spec import Layout, ModelSpec, modules_code, offload_code
+from ..units import GiB
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryFit:
+    """A run's predicted memory per GPU (the most loaded stage) against its GPU's memory."""
+
+    fits: bool | None  # None when the layout is refused
+    memory_gib: float | None  # reserved + runtime context (the estimate's `total`)
+    reserved_gib: float | None  # the caching allocator's peak
+    capacity_gib: float  # the GPU's memory
+    refused: str = ""  # the model's one-line refusal, '' when it predicts the run
+
+
+def run_fit(cat: Catalog, model: ModelSpec, layout: Layout, gpus: int, capacity_bytes: float,
+            options: tuple[str | None, str | None, str | None] = (None, None, None)
+            ) -> MemoryFit:
+    """`options`: (grad reduce dtype, moments dtype, activation cache); None = the stack's
+    (`search.single.with_grad_reduce` / `with_memory_options`, as `gpuplan estimate`)."""
+    cap = float(capacity_bytes) / GiB
+    try:
+        layout.check(model, gpus)
+        grad, moments, cache = options
+        site = with_memory_options(with_grad_reduce(site_from_catalog(cat), grad), layout,
+                                   moments, cache)
+    except GpuplanError as err:
+        return MemoryFit(fits=None, memory_gib=None, reserved_gib=None, capacity_gib=cap,
+                         refused=str(err))
+    mem = memory_per_gpu(model, layout, site)
+    total = float(np.asarray(mem.total).reshape(-1)[0])
+    return MemoryFit(fits=bool(total <= capacity_bytes), memory_gib=total / GiB,
+                     reserved_gib=float(np.asarray(mem.reserved).reshape(-1)[0]) / GiB,
+                     capacity_gib=cap)
+
+
+# The memory settings a source states beside the layout, each in its own column of
+# published_runs.csv (empty = the stack's default): Megatron-LM --recompute-modules (with
+# recompute = modules), the parts offloaded to host memory (`gpuplan estimate --offload`), the
+# decoder layers of the first / last pipeline stage (--first-stage-layers, --last-stage-layers),
+# and `gpuplan estimate` --grad-reduce-dtype, --moments-dtype and --activation-cache.
+MEMORY_OPTIONS = ("grad_reduce_dtype", "moments_dtype", "activation_cache")
+
+
+def layout_fields(row: dict[str, str]) -> dict[str, int]:
+    """The Layout fields of a row's memory settings (recompute modules, offload, stages)."""
+    mods = row.get("recompute_modules", "").strip()
+    if bool(mods) != (row.get("recompute") == "modules"):
+        raise CatalogError("recompute = modules needs recompute_modules (Megatron-LM's names, "
+                           "e.g. 'mla_up_proj'), and recompute_modules needs recompute = modules")
+    out = {"offload": offload_code(row.get("offload", "").strip()),
+           "first_stage_layers": int_field(row, "first_stage_layers"),
+           "last_stage_layers": int_field(row, "last_stage_layers")}
+    return {**out, "recompute_modules": modules_code(mods)} if mods else out
+
+
+def memory_options(row: dict[str, str]) -> tuple[str | None, str | None, str | None]:
+    """(grad reduce dtype, moments dtype, activation cache) of a row; None = the stack's."""
+    grad, moments, cache = (row.get(k, "").strip() or None for k in MEMORY_OPTIONS)
+    return grad, moments, cache
+
+
+def int_field(row: dict[str, str], key: str, default: int = 0) -> int:
+    """An integer column of a CSV row (`default` when empty)."""
+    v = row.get(key, "").strip()
+    return int(v) if v else default
