@@ -10,6 +10,7 @@ TFLOP/s or MFU figure is first turned into tokens/s with the FLOP convention its
 * ``palm``: model FLOPs 6N + 12 L h s, no recompute (Chowdhery et al. 2022, appendix B),
   equal to our `FlopsBreakdown.model`.
 
+Each run's memory is predicted too, with its source's memory settings (calibrate/memory_fit.py).
 Runs whose configuration is not known (``status = excluded``, reason in ``notes``) are predicted
 and printed but kept out of the summary. `calibrate` fits the per-family efficiency constants
 on the rows marked ``fit = fit`` only; the rest are a hold-out (docs/calibration.md). A fit
