@@ -33,7 +33,7 @@ NOW = {
 }
 ALL_RELEASES = {
     ("holdout", "median"): "11.2%", ("holdout", "worst"): "201.0%",
-    ("cv", "median"): "12.7%", ("cv", "worst"): "202.5%",
+    ("cv", "median"): "12.9%", ("cv", "worst"): "202.5%",
 }
 
 

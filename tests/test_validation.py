@@ -93,7 +93,8 @@ def test_dense_hold_out_runs_worst_error_is_bounded(results):
 @pytest.mark.xfail(strict=True, reason=(
     "not met: 10.7% over the 65 release-table Llama runs (every release) since the LM head "
     "stays in 16 bits under FP8 recipes (#12, estimators/timing.py; it was 9.95%): the FP8 "
-    "Llama rows were already predicted slow and the megatron fp8_ratio sits at the top of its grid"))
+    "Llama rows were already predicted slow and the megatron fp8_ratio sits at the top of its "
+    "grid"))
 def test_release_table_dense_runs_median(results):
     """Megatron-Bridge's per-release tables, dense Llama runs (all hold-out): median |error|
     <= 10%, the issue's median target on this subset too. Met since issue #12's communication
