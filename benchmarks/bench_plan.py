@@ -83,7 +83,7 @@ class _Probe:
         self.work = {"timed": 0, "priced": 0}
         self.in_outlook = False
         self.saved = [(planmod, n, getattr(planmod, n)) for n in (
-            "evaluate_group", "layout_table", "outlook", "model_axes", "_priced")]
+            "evaluate_groups", "layout_table", "outlook", "model_axes", "_priced")]
         self.saved.append((groups, "time_per_step", groups.time_per_step))
 
     def _timed(self, fn):
@@ -121,7 +121,7 @@ class _Probe:
 
     def __enter__(self) -> _Probe:
         pm, g = self.planmod, self.groups
-        pm.evaluate_group, pm.layout_table = (self._timed(pm.evaluate_group),
+        pm.evaluate_groups, pm.layout_table = (self._timed(pm.evaluate_groups),
                                               self._timed(pm.layout_table))
         pm.outlook, pm.model_axes = self._outlook(pm.outlook), self._axes(pm.model_axes)
         pm._priced = self._counted("priced", pm._priced,

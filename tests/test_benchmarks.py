@@ -35,9 +35,9 @@ def test_bench_plan_probe_restores_the_search():
     from gpuplan.search import groups
     from gpuplan.search import plan as planmod
 
-    before = (planmod.evaluate_group, planmod.layout_table, planmod.outlook,
+    before = (planmod.evaluate_groups, planmod.layout_table, planmod.outlook,
               planmod.model_axes, planmod._priced, groups.time_per_step)
     with bench._Probe():
-        assert planmod.evaluate_group is not before[0]
-    assert (planmod.evaluate_group, planmod.layout_table, planmod.outlook,
+        assert planmod.evaluate_groups is not before[0]
+    assert (planmod.evaluate_groups, planmod.layout_table, planmod.outlook,
             planmod.model_axes, planmod._priced, groups.time_per_step) == before

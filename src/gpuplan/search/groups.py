@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -168,6 +169,18 @@ class Tally:
                      if v)
 
 
+@dataclass
+class _Work:
+    """One group's evaluation between the batched timing steps of `evaluate_groups`."""
+
+    acc_id: str
+    counts: np.ndarray
+    tally: Tally
+    kw: dict[str, Any]  # what variants.candidates needs besides the table and the kinds
+    clock: Any  # _Clock
+    g: dict[str, np.ndarray]  # the rows to time, then the fastest of each count
+
+
 def evaluate_group(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray,
                    axes: Axes, tally: Tally, table: LayoutTable | None = None,
                    precisions: tuple[int, ...] | None = None) -> dict[str, np.ndarray]:
@@ -175,11 +188,55 @@ def evaluate_group(req: Any, cat: Catalog, plats: list[Platform], counts: np.nda
     feasible row of each GPU count (and tallies every exclusion). `precisions` (codes): only
     the table's rows of these precisions, the others neither evaluated nor tallied (None:
     all)."""
+    if table is None:
+        acc = plats[0].accelerator
+        assert acc is not None
+        table = layout_table(req, counts, axes, acc.memory_bytes)
+    return evaluate_groups(req, cat, [(plats, counts, tally)], table, precisions)[0]
+
+
+def evaluate_groups(req: Any, cat: Catalog,
+                    groups: list[tuple[list[Platform], np.ndarray, Tally]], table: LayoutTable,
+                    precisions: tuple[int, ...] | None = None,
+                    progress: Callable[[int, int], None] | None = None
+                    ) -> list[dict[str, np.ndarray]]:
+    """`evaluate_group` of each (platforms, counts, tally) group on the shared table: each
+    group's rows, checks and tally exactly as alone, the step times of all groups in a few
+    calls (`_time_many`: small groups share one, saving the model's fixed cost per call).
+    `progress(i, n)`: called as each group's rows are prepared."""
+    works = []
+    for i, (plats, counts, tally) in enumerate(groups):
+        if progress:
+            progress(i, len(groups))
+        works.append(_prepared(req, cat, plats, counts, tally, table, precisions))
+    timed = _time_many(req, [(w.g, w.clock) for w in works])
+    hsdp: list[tuple[_Work, dict[str, np.ndarray]]] = []
+    for w, t in zip(works, timed, strict=True):
+        g, t = _runs(w.g, t, w.acc_id, w.tally)
+        # HSDP copies only where they may be the fastest of their count (variants.hsdp_twins)
+        h = variants.candidates(table, w.counts, (0,), busy=variants.hsdp_twins(g), **w.kw)
+        w.g = _described(fastest_per_count(g), t, w.clock)
+        if h["gpus"].size:
+            hsdp.append((w, h))
+    for (w, h), t in zip(hsdp, _time_many(req, [(h, w.clock) for w, h in hsdp]), strict=True):
+        h, t = _runs(h, t, w.acc_id, w.tally)  # the fastest of each part at each count, then
+        h = _described(fastest_per_count(h), t, w.clock)  # of both
+        g = {k: np.concatenate([w.g[k], h[k]]) for k in w.g}
+        w.g = fastest_per_count(_take(g, np.argsort(g["gpus"], kind="stable")))
+    for w in works:
+        for k in ("host_traffic", "row", "dp_exposed", "floor_s", "at"):  # search-internal
+            w.g.pop(k)
+    return [w.g for w in works]
+
+
+def _prepared(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray, tally: Tally,
+              table: LayoutTable, precisions: tuple[int, ...] | None) -> _Work:
+    """One group's rows to time: the table's rows of its counts that pass its hardware rules
+    and fit its memory, and their op-recompute and offload copies (`variants`), sorted by GPU
+    count; every other row tallied."""
     p0 = plats[0]
     acc = p0.accelerator
     assert acc is not None
-    if table is None:
-        table = layout_table(req, counts, axes, acc.memory_bytes)
     _tally_dropped(tally, acc.id, table, counts, p0.scale_up_domain)
     idx = table.rows(counts)
     tp, prec, gpus = (table.g[k][idx] for k in ("tp", "precision", "gpus"))
@@ -199,19 +256,8 @@ def evaluate_group(req: Any, cat: Catalog, plats: list[Platform], counts: np.nda
     if v["gpus"].size:  # timed with the grid rows (one call), in GPU-count order
         g = {k: np.concatenate([g[k], v[k]]) for k in g}
         g = _take(g, np.argsort(g["gpus"], kind="stable"))
-    clock = _clock(req, cat, p0)
-    g, t = _timed(req, g, clock, acc.id, tally)
-    # HSDP copies only where they may be the fastest of their count (variants.hsdp_twins)
-    h = variants.candidates(table, counts, (0,), busy=variants.hsdp_twins(g), **kw)
-    g = _described(fastest_per_count(g), t, clock)
-    if h["gpus"].size:  # the fastest of each part at each count, then of both
-        h, t = _timed(req, h, clock, acc.id, tally)
-        h = _described(fastest_per_count(h), t, clock)
-        g = {k: np.concatenate([g[k], h[k]]) for k in g}
-        g = fastest_per_count(_take(g, np.argsort(g["gpus"], kind="stable")))
-    for k in ("host_traffic", "row", "dp_exposed", "floor_s", "at"):  # search-internal
-        g.pop(k)
-    return g
+    return _Work(acc_id=acc.id, counts=counts, tally=tally, kw=kw, clock=_clock(req, cat, p0),
+                 g=g)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -238,22 +284,131 @@ def _clock(req: Any, cat: Catalog, plat: Platform) -> _Clock:
 
 def _timed(req: Any, g: dict[str, np.ndarray], clock: _Clock, gpu: str,
            tally: Tally) -> tuple[dict[str, np.ndarray], Any]:
-    """The step time of rows g: (the rows with a finite step, with what choosing among them
-    needs, `at` indexing their timing breakdown; the breakdown). Rows without a finite step are
-    excluded (NO_LINK), the others counted physically feasible. `_described` adds the rest of
-    a row's figures to the few rows the search keeps."""
+    """The step time of rows g on one group's clock (`_runs` of `_time_many`)."""
+    return _runs(g, _time_many(req, [(g, clock)])[0], gpu, tally)
+
+
+def _runs(g: dict[str, np.ndarray], t: _Timing, gpu: str,
+          tally: Tally) -> tuple[dict[str, np.ndarray], _Timing]:
+    """Rows g with their step time t: (the rows with a finite step, with what choosing among
+    them needs, `at` indexing their timing breakdown; the breakdown). Rows without a finite
+    step are excluded (NO_LINK), the others counted physically feasible. `_described` adds
+    the rest of a row's figures to the few rows the search keeps."""
     n = g["gpus"].shape
-    g["stack"] = np.full(n, clock.stack)
-    t = time_per_step(req.model, replace(_layout(g, req), stack=g["stack"]), clock.hw,
-                      clock.eff, g["host_traffic"])
-    for key, value in (("tokens_per_s", t.tokens_per_s), ("step_s", t.step_s),
-                       ("dp_exposed", t.dp_comm_s),
-                       ("floor_s", t.compute_s + t.memory_s + t.overhead_s + t.optimizer_s)):
-        g[key] = np.broadcast_to(np.asarray(value, dtype=float), n).copy()
+    g["stack"] = t.stack
+    g["tokens_per_s"], g["step_s"] = t.full("tokens_per_s"), t.full("step_s")
+    g["dp_exposed"] = t.full("dp_comm_s")
+    g["floor_s"] = (t.full("compute_s") + t.full("memory_s") + t.full("overhead_s")
+                    + t.full("optimizer_s"))
     g["at"] = np.arange(n[0])
     ok = tally.apply(gpu, np.ones(n, dtype=bool), [fz.runs_check(g["step_s"], g["tokens_per_s"])])
     tally.physically_feasible += int(ok.sum())
     return (g if ok.all() else _take(g, ok)), t  # mostly all run: no copy
+
+
+# Rows of groups timed alone; smaller groups share calls of up to BATCH rows (the time model
+# costs about a millisecond per call whatever its size, and 0.3 us per row)
+ALONE, BATCH = 1 << 14, 1 << 16
+
+
+@dataclass
+class _Timing:
+    """The step-time breakdown of one group's rows, held as pieces of the calls that timed
+    them: (first row, end row, breakdown, its first row)."""
+
+    n: int
+    stack: np.ndarray
+    pieces: list[tuple[int, int, Any, int]]
+
+    def full(self, name: str) -> np.ndarray:
+        """Field `name` of every row (a float array of its own)."""
+        out = np.empty(self.n)
+        for lo, hi, t, at in self.pieces:
+            out[lo:hi] = _rows_of(t, name, at, at + hi - lo)
+        return out
+
+    def pick(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """Field `name` of these rows."""
+        if not self.pieces:
+            return np.zeros(rows.shape)
+        if len(self.pieces) == 1:
+            lo, hi, t, at = self.pieces[0]
+            return _rows_of(t, name, at, at + hi - lo)[rows - lo]
+        value = np.asarray(getattr(self.pieces[0][2], name))
+        out = np.empty(rows.shape, dtype=value.dtype)
+        for lo, hi, t, at in self.pieces:
+            mine = (rows >= lo) & (rows < hi)
+            out[mine] = _rows_of(t, name, at, at + hi - lo)[rows[mine] - lo]
+        return out
+
+
+def _rows_of(t: Any, name: str, lo: int, hi: int) -> np.ndarray:
+    full = np.broadcast_to(np.asarray(getattr(t, name)), np.shape(t.step_s))
+    return full[lo:hi]
+
+
+def _time_many(req: Any, jobs: list[tuple[dict[str, np.ndarray], _Clock]]) -> list[_Timing]:
+    """The step times of each job's rows g on its clock: a job of ALONE rows or more in a
+    call of its own, the others together in calls of up to BATCH rows, each row with its own
+    group's hardware and efficiency (the time model is elementwise: the same figures as a call
+    per job)."""
+    out: list[_Timing] = [_Timing(n=g["gpus"].size, stack=np.full(g["gpus"].size, c.stack),
+                                  pieces=[]) for g, c in jobs]
+    batch: list[int] = []
+    for i, (g, c) in enumerate(jobs):
+        n = g["gpus"].size
+        if n >= ALONE:
+            t = time_per_step(req.model, replace(_layout(g, req), stack=out[i].stack), c.hw,
+                              c.eff, g["host_traffic"])
+            out[i].pieces.append((0, n, t, 0))
+            continue
+        if n and sum(jobs[j][0]["gpus"].size for j in batch) + n > BATCH:
+            _time_batch(req, jobs, batch, out)
+            batch = []
+        if n:
+            batch.append(i)
+    if batch:
+        _time_batch(req, jobs, batch, out)
+    return out
+
+
+def _time_batch(req: Any, jobs: list[tuple[dict[str, np.ndarray], _Clock]], which: list[int],
+                out: list[_Timing]) -> None:
+    """One call of the time model over the rows of jobs `which`, each row with its job's
+    hardware and efficiency."""
+    sizes = [jobs[i][0]["gpus"].size for i in which]
+    keys = [k for k in jobs[which[0]][0] if k in _TIMED_KEYS]
+    g = {k: np.concatenate([jobs[i][0][k] for i in which]) for k in keys}
+    stack = np.concatenate([out[i].stack for i in which])
+    hw = _per_row([jobs[i][1].hw for i in which], sizes)
+    eff = _per_row([jobs[i][1].eff for i in which], sizes)
+    t = time_per_step(req.model, replace(_layout(g, req), stack=stack), hw, eff,
+                      g["host_traffic"])
+    at = 0
+    for i, n in zip(which, sizes, strict=True):
+        out[i].pieces.append((0, n, t, at))
+        at += n
+
+
+# the row fields the time model reads (`_layout`) and the offload traffic
+_TIMED_KEYS = ("gpus", "tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompute",
+               "precision", "shard_group", "offload", "host_traffic")
+
+
+def _per_row(records: list[Any], sizes: list[int]) -> Any:
+    """One record (Hardware or Efficiency) whose array fields hold each record's value
+    repeated for its rows (`sizes`); fields that are not arrays stay as they are."""
+    first = records[0]
+    values = {}
+    for f in fields(first):
+        parts = [np.asarray(getattr(r, f.name)) for r in records]
+        if all(p.ndim == 0 for p in parts):
+            values[f.name] = getattr(first, f.name)
+        else:
+            values[f.name] = np.repeat(np.concatenate([p.reshape(1, *p.shape[1:]) if p.ndim
+                                                       else p.reshape(1) for p in parts]),
+                                       sizes, axis=0)
+    return type(first)(**values)
 
 
 # the timing breakdown's parts that `_described` reads (bottleneck, small micro-batch, MFU)
@@ -262,13 +417,12 @@ _DESCRIBED = ("mfu", "compute_s", "memory_s", "overhead_s", "optimizer_s", "tp_c
               "matmul_efficiency")
 
 
-def _described(g: dict[str, np.ndarray], t: Any, clock: _Clock) -> dict[str, np.ndarray]:
+def _described(g: dict[str, np.ndarray], t: _Timing, clock: _Clock) -> dict[str, np.ndarray]:
     """Rows g of `_timed` with MFU, bottleneck, small micro-batch, the efficiency's guess flag
     and the interval's factors, read from their breakdown t (row `at`); elementwise, so the
     same figures as computing them over every timed row."""
-    shape, at = np.shape(t.step_s), g["at"]
-    sub = SimpleNamespace(**{k: np.broadcast_to(np.asarray(getattr(t, k)), shape)[at]
-                             for k in _DESCRIBED})
+    at = g["at"]
+    sub = SimpleNamespace(**{k: t.pick(k, at) for k in _DESCRIBED})
     n = at.shape
     for key, value, dtype in (
             ("mfu", sub.mfu, float), ("bottleneck", fz.bottleneck(sub), np.intp),

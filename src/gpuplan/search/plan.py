@@ -35,6 +35,7 @@ from .groups import (  # noqa: F401  (re-exported: tests and benchmarks reach th
     _layout,
     _take,
     evaluate_group,
+    evaluate_groups,
     fastest_per_count,
     layout_table,
 )
@@ -208,13 +209,10 @@ def _evaluated(cat: Catalog, req: Request, planned: list[_Group], axes: Any,
     sizes = [p.accelerator.memory_bytes for g in planned for p in g.plats
              if p.accelerator is not None]
     table = layout_table(req, all_counts, axes, min(sizes, default=math.inf))
-    groups: list[Any] = []
-    for i, grp in enumerate(planned):
-        if progress:
-            progress(i, len(planned))
-        part = Tally()
-        groups.append(None if grp.counts.size == 0 else (
-            evaluate_group(req, cat, grp.plats, grp.counts, axes, part, table), part))
+    jobs = [(grp.plats, grp.counts, Tally()) for grp in planned if grp.counts.size]
+    done = iter(zip(evaluate_groups(req, cat, jobs, table, progress=progress),
+                    [j[2] for j in jobs], strict=True))
+    groups: list[Any] = [None if grp.counts.size == 0 else next(done) for grp in planned]
     entry = cache.Entry(catalog=cat, table=table, groups=tuple(groups))
     if store is not None and shape is not None:
         store.put(shape, entry)
