@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,28 +17,18 @@ import numpy as np
 
 from ..catalog import Catalog
 from ..estimators import memory
-from ..spec import STACKS, Layout
+from ..spec import STACKS
 from . import feasibility as fz
 from . import variants
-from .evaluate import time_per_step
+from .evaluate import time_per_step  # noqa: F401  (benchmarks count rows through it)
 from .grid import Axes, product
-from .hardware import best_stack, efficiency_for, hardware_table
+from .hardware import best_stack, efficiency_for, hardware_table, host_memory_per_gpu
 from .intervals import at_confidence, interval
 from .platforms import Platform
 from .results import Excluded
-
-
-def _layout(g: dict[str, np.ndarray], req: Any) -> Layout:
-    return Layout(tp=g["tp"], pp=g["pp"], dp=g["dp"], cp=g["cp"], ep=g["ep"], vpp=g["vpp"],
-                  zero=g["zero"], micro_batch=g["micro_batch"], global_batch=req.global_batch,
-                  seq_len=req.seq_len, recompute=g["recompute"], precision=g["precision"],
-                  shard_group=_field(g, "shard_group"), offload=_field(g, "offload"))
-
-
-def _field(g: dict[str, np.ndarray], key: str) -> np.ndarray | int:
-    """A variant field of rows g, 0 when no row sets it (the estimators' scalar path)."""
-    v = g.get(key)
-    return v if v is not None and v.any() else 0
+from .timed import Timing, time_many
+from .timed import field_or_zero as _field  # noqa: F401
+from .timed import layout_of as _layout
 
 
 def _take(g: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
@@ -179,6 +169,7 @@ class _Work:
     kw: dict[str, Any]  # what variants.candidates needs besides the table and the kinds
     clock: Any  # _Clock
     g: dict[str, np.ndarray]  # the rows to time, then the fastest of each count
+    key: Any  # what decides the rows to time (`_rows_key`): equal keys, equal rows
 
 
 def evaluate_group(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray,
@@ -201,15 +192,16 @@ def evaluate_groups(req: Any, cat: Catalog,
                     progress: Callable[[int, int], None] | None = None
                     ) -> list[dict[str, np.ndarray]]:
     """`evaluate_group` of each (platforms, counts, tally) group on the shared table: each
-    group's rows, checks and tally exactly as alone, the step times of all groups in a few
-    calls (`_time_many`: small groups share one, saving the model's fixed cost per call).
+    group's rows, checks and tally exactly as alone; groups whose rows to time are the same
+    share them, and the step times of all groups take a few calls (`timed.time_many`).
     `progress(i, n)`: called as each group's rows are prepared."""
-    works = []
+    works: list[_Work] = []
+    seen: dict[Any, tuple[dict[str, np.ndarray], np.ndarray, list[tuple[str, int]]]] = {}
     for i, (plats, counts, tally) in enumerate(groups):
         if progress:
             progress(i, len(groups))
-        works.append(_prepared(req, cat, plats, counts, tally, table, precisions))
-    timed = _time_many(req, [(w.g, w.clock) for w in works])
+        works.append(_prepared(req, cat, plats, counts, tally, table, precisions, seen))
+    timed = time_many(req, [(w.g, w.clock, w.key) for w in works])
     hsdp: list[tuple[_Work, dict[str, np.ndarray]]] = []
     for w, t in zip(works, timed, strict=True):
         g, t = _runs(w.g, t, w.acc_id, w.tally)
@@ -218,7 +210,8 @@ def evaluate_groups(req: Any, cat: Catalog,
         w.g = _described(fastest_per_count(g), t, w.clock)
         if h["gpus"].size:
             hsdp.append((w, h))
-    for (w, h), t in zip(hsdp, _time_many(req, [(h, w.clock) for w, h in hsdp]), strict=True):
+    for (w, h), t in zip(hsdp, time_many(req, [(h, w.clock, None) for w, h in hsdp]),
+                         strict=True):
         h, t = _runs(h, t, w.acc_id, w.tally)  # the fastest of each part at each count, then
         h = _described(fastest_per_count(h), t, w.clock)  # of both
         g = {k: np.concatenate([w.g[k], h[k]]) for k in w.g}
@@ -229,19 +222,47 @@ def evaluate_groups(req: Any, cat: Catalog,
     return [w.g for w in works]
 
 
-def _prepared(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray, tally: Tally,
-              table: LayoutTable, precisions: tuple[int, ...] | None) -> _Work:
-    """One group's rows to time: the table's rows of its counts that pass its hardware rules
-    and fit its memory, and their op-recompute and offload copies (`variants`), sorted by GPU
-    count; every other row tallied."""
+def _rows_key(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray,
+              precisions: tuple[int, ...] | None) -> tuple:
+    """Everything `_prepared` reads to choose a group's rows (beyond the shared table): the
+    GPU counts and precisions, the hardware rules' inputs (`feasibility.hardware_checks`), the
+    GPU memory and the host memory per GPU the offload copies check (`variants.candidates`).
+    Two groups with equal keys (e.g. one GPU behind two networks) have the same rows."""
     p0 = plats[0]
     acc = p0.accelerator
     assert acc is not None
-    _tally_dropped(tally, acc.id, table, counts, p0.scale_up_domain)
+    consumer = acc.consumer and not req.filters.allow_consumer
+    host = min(host_memory_per_gpu(cat, acc, p) for p in plats)
+    return (counts.tobytes(), precisions, p0.scale_up_domain, "fp8" in acc.peak_flops,
+            p0.gpus_per_node if consumer else 0, acc.memory_bytes,
+            host if host == host else "nan")
+
+
+def _prepared(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray, tally: Tally,
+              table: LayoutTable, precisions: tuple[int, ...] | None,
+              seen: dict[Any, Any] | None = None) -> _Work:
+    """One group's rows to time: the table's rows of its counts that pass its hardware rules
+    and fit its memory, and their op-recompute and offload copies (`variants`), sorted by GPU
+    count; every other row tallied. `seen`: rows already chosen for groups of the same
+    `_rows_key`, reused (the same arrays, and the same counts tallied under this GPU)."""
+    p0 = plats[0]
+    acc = p0.accelerator
+    assert acc is not None
+    key = _rows_key(req, cat, plats, counts, precisions)
+    kw = dict(plats=plats, cat=cat, tally=tally, allow_consumer=req.filters.allow_consumer,
+              precisions=precisions)
+    if seen is not None and key in seen:
+        g, fitting, log = seen[key]
+        for code, k in log:
+            tally.add(acc.id, code, k)
+        return _Work(acc_id=acc.id, counts=counts, tally=tally, clock=_clock(req, cat, p0),
+                     kw=dict(kw, keys=list(g), fitting=fitting), g=dict(g), key=key)
+    mine = Tally()
+    _tally_dropped(mine, acc.id, table, counts, p0.scale_up_domain)
     idx = table.rows(counts)
     tp, prec, gpus = (table.g[k][idx] for k in ("tp", "precision", "gpus"))
     wanted = np.ones(tp.shape, dtype=bool) if precisions is None else np.isin(prec, precisions)
-    keep = tally.apply(acc.id, wanted, [
+    keep = mine.apply(acc.id, wanted, [
         *fz.hardware_checks(tp=tp, precision=prec, gpus=gpus, platform=p0,
                             allow_consumer=req.filters.allow_consumer),
         fz.memory_check(table.memory_bytes[idx], acc.memory_bytes)])
@@ -250,14 +271,19 @@ def _prepared(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray,
     g["memory_bytes"] = table.memory_bytes[rows]
     g["host_traffic"] = np.zeros(rows.size)
     g["row"] = rows
-    kw = dict(plats=plats, cat=cat, tally=tally, keys=list(g), fitting=np.unique(g["gpus"]),
-              allow_consumer=req.filters.allow_consumer, precisions=precisions)
-    v = variants.candidates(table, counts, (1, 2), **kw)  # op recompute, offload
+    fitting = np.unique(g["gpus"])
+    v = variants.candidates(table, counts, (1, 2), **dict(kw, tally=mine, keys=list(g),
+                                                           fitting=fitting))
     if v["gpus"].size:  # timed with the grid rows (one call), in GPU-count order
         g = {k: np.concatenate([g[k], v[k]]) for k in g}
         g = _take(g, np.argsort(g["gpus"], kind="stable"))
-    return _Work(acc_id=acc.id, counts=counts, tally=tally, kw=kw, clock=_clock(req, cat, p0),
-                 g=g)
+    log = [(code, k) for _, code, k in mine.log]
+    if seen is not None:
+        seen[key] = (g, fitting, log)
+    for code, k in log:
+        tally.add(acc.id, code, k)
+    return _Work(acc_id=acc.id, counts=counts, tally=tally, clock=_clock(req, cat, p0),
+                 kw=dict(kw, keys=list(g), fitting=fitting), g=dict(g), key=key)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -284,12 +310,12 @@ def _clock(req: Any, cat: Catalog, plat: Platform) -> _Clock:
 
 def _timed(req: Any, g: dict[str, np.ndarray], clock: _Clock, gpu: str,
            tally: Tally) -> tuple[dict[str, np.ndarray], Any]:
-    """The step time of rows g on one group's clock (`_runs` of `_time_many`)."""
-    return _runs(g, _time_many(req, [(g, clock)])[0], gpu, tally)
+    """The step time of rows g on one group's clock (`_runs` of `timed.time_many`)."""
+    return _runs(g, time_many(req, [(g, clock, None)])[0], gpu, tally)
 
 
-def _runs(g: dict[str, np.ndarray], t: _Timing, gpu: str,
-          tally: Tally) -> tuple[dict[str, np.ndarray], _Timing]:
+def _runs(g: dict[str, np.ndarray], t: Timing, gpu: str,
+          tally: Tally) -> tuple[dict[str, np.ndarray], Timing]:
     """Rows g with their step time t: (the rows with a finite step, with what choosing among
     them needs, `at` indexing their timing breakdown; the breakdown). Rows without a finite
     step are excluded (NO_LINK), the others counted physically feasible. `_described` adds
@@ -306,118 +332,13 @@ def _runs(g: dict[str, np.ndarray], t: _Timing, gpu: str,
     return (g if ok.all() else _take(g, ok)), t  # mostly all run: no copy
 
 
-# Rows of groups timed alone; smaller groups share calls of up to BATCH rows (the time model
-# costs about a millisecond per call whatever its size, and 0.3 us per row)
-ALONE, BATCH = 1 << 14, 1 << 16
-
-
-@dataclass
-class _Timing:
-    """The step-time breakdown of one group's rows, held as pieces of the calls that timed
-    them: (first row, end row, breakdown, its first row)."""
-
-    n: int
-    stack: np.ndarray
-    pieces: list[tuple[int, int, Any, int]]
-
-    def full(self, name: str) -> np.ndarray:
-        """Field `name` of every row (a float array of its own)."""
-        out = np.empty(self.n)
-        for lo, hi, t, at in self.pieces:
-            out[lo:hi] = _rows_of(t, name, at, at + hi - lo)
-        return out
-
-    def pick(self, name: str, rows: np.ndarray) -> np.ndarray:
-        """Field `name` of these rows."""
-        if not self.pieces:
-            return np.zeros(rows.shape)
-        if len(self.pieces) == 1:
-            lo, hi, t, at = self.pieces[0]
-            return _rows_of(t, name, at, at + hi - lo)[rows - lo]
-        value = np.asarray(getattr(self.pieces[0][2], name))
-        out = np.empty(rows.shape, dtype=value.dtype)
-        for lo, hi, t, at in self.pieces:
-            mine = (rows >= lo) & (rows < hi)
-            out[mine] = _rows_of(t, name, at, at + hi - lo)[rows[mine] - lo]
-        return out
-
-
-def _rows_of(t: Any, name: str, lo: int, hi: int) -> np.ndarray:
-    full = np.broadcast_to(np.asarray(getattr(t, name)), np.shape(t.step_s))
-    return full[lo:hi]
-
-
-def _time_many(req: Any, jobs: list[tuple[dict[str, np.ndarray], _Clock]]) -> list[_Timing]:
-    """The step times of each job's rows g on its clock: a job of ALONE rows or more in a
-    call of its own, the others together in calls of up to BATCH rows, each row with its own
-    group's hardware and efficiency (the time model is elementwise: the same figures as a call
-    per job)."""
-    out: list[_Timing] = [_Timing(n=g["gpus"].size, stack=np.full(g["gpus"].size, c.stack),
-                                  pieces=[]) for g, c in jobs]
-    batch: list[int] = []
-    for i, (g, c) in enumerate(jobs):
-        n = g["gpus"].size
-        if n >= ALONE:
-            t = time_per_step(req.model, replace(_layout(g, req), stack=out[i].stack), c.hw,
-                              c.eff, g["host_traffic"])
-            out[i].pieces.append((0, n, t, 0))
-            continue
-        if n and sum(jobs[j][0]["gpus"].size for j in batch) + n > BATCH:
-            _time_batch(req, jobs, batch, out)
-            batch = []
-        if n:
-            batch.append(i)
-    if batch:
-        _time_batch(req, jobs, batch, out)
-    return out
-
-
-def _time_batch(req: Any, jobs: list[tuple[dict[str, np.ndarray], _Clock]], which: list[int],
-                out: list[_Timing]) -> None:
-    """One call of the time model over the rows of jobs `which`, each row with its job's
-    hardware and efficiency."""
-    sizes = [jobs[i][0]["gpus"].size for i in which]
-    keys = [k for k in jobs[which[0]][0] if k in _TIMED_KEYS]
-    g = {k: np.concatenate([jobs[i][0][k] for i in which]) for k in keys}
-    stack = np.concatenate([out[i].stack for i in which])
-    hw = _per_row([jobs[i][1].hw for i in which], sizes)
-    eff = _per_row([jobs[i][1].eff for i in which], sizes)
-    t = time_per_step(req.model, replace(_layout(g, req), stack=stack), hw, eff,
-                      g["host_traffic"])
-    at = 0
-    for i, n in zip(which, sizes, strict=True):
-        out[i].pieces.append((0, n, t, at))
-        at += n
-
-
-# the row fields the time model reads (`_layout`) and the offload traffic
-_TIMED_KEYS = ("gpus", "tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompute",
-               "precision", "shard_group", "offload", "host_traffic")
-
-
-def _per_row(records: list[Any], sizes: list[int]) -> Any:
-    """One record (Hardware or Efficiency) whose array fields hold each record's value
-    repeated for its rows (`sizes`); fields that are not arrays stay as they are."""
-    first = records[0]
-    values = {}
-    for f in fields(first):
-        parts = [np.asarray(getattr(r, f.name)) for r in records]
-        if all(p.ndim == 0 for p in parts):
-            values[f.name] = getattr(first, f.name)
-        else:
-            values[f.name] = np.repeat(np.concatenate([p.reshape(1, *p.shape[1:]) if p.ndim
-                                                       else p.reshape(1) for p in parts]),
-                                       sizes, axis=0)
-    return type(first)(**values)
-
-
 # the timing breakdown's parts that `_described` reads (bottleneck, small micro-batch, MFU)
 _DESCRIBED = ("mfu", "compute_s", "memory_s", "overhead_s", "optimizer_s", "tp_comm_s",
               "dp_comm_s", "bubble_s", "pp_comm_s", "cp_comm_s", "ep_comm_s", "offload_s",
               "matmul_efficiency")
 
 
-def _described(g: dict[str, np.ndarray], t: _Timing, clock: _Clock) -> dict[str, np.ndarray]:
+def _described(g: dict[str, np.ndarray], t: Timing, clock: _Clock) -> dict[str, np.ndarray]:
     """Rows g of `_timed` with MFU, bottleneck, small micro-batch, the efficiency's guess flag
     and the interval's factors, read from their breakdown t (row `at`); elementwise, so the
     same figures as computing them over every timed row."""
