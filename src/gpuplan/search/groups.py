@@ -52,6 +52,9 @@ class LayoutTable:
     # HSDP, op-recompute and offload copies of runnable rows (`variants.sized`): their fields,
     # twin (a row of g) and kind, memory_bytes, offloaded, host_traffic; sorted by kind, count
     extra: dict[str, np.ndarray] = field(default_factory=dict)
+    # `plan.at_size`'s fastest layout of one count on one platform, by (platform, count,
+    # precisions): it depends on the request shape alone, as the table does
+    sizes: dict[tuple, Any] = field(default_factory=dict)
 
     def variant_count(self, counts: np.ndarray) -> int:
         """The variant candidates of these GPU counts (all kinds)."""

@@ -102,9 +102,7 @@ def time_many(req: Any, jobs: list[tuple[dict[str, np.ndarray], Any, Any]]) -> l
             if together[0] == i:
                 _time_together(req, jobs, together, out)
         elif n >= ALONE:
-            t = time_per_step(req.model, replace(layout_of(g, req), stack=out[i].stack), c.hw,
-                              c.eff, g["host_traffic"])
-            out[i].pieces.append((0, n, t, 0, -1))
+            _time_alone(req, jobs, i, out)
         elif n:
             if sum(jobs[j][0]["gpus"].size for j in batch) + n > BATCH:
                 _time_batch(req, jobs, batch, out)
@@ -113,6 +111,15 @@ def time_many(req: Any, jobs: list[tuple[dict[str, np.ndarray], Any, Any]]) -> l
     if batch:
         _time_batch(req, jobs, batch, out)
     return out
+
+
+def _time_alone(req: Any, jobs: list[tuple[dict[str, np.ndarray], Any, Any]], i: int,
+                out: list[Timing]) -> None:
+    """Job i's rows in a call of their own, on its own hardware."""
+    g, c, _ = jobs[i]
+    t = time_per_step(req.model, replace(layout_of(g, req), stack=out[i].stack), c.hw, c.eff,
+                      g["host_traffic"])
+    out[i].pieces.append((0, g["gpus"].size, t, 0, -1))
 
 
 def _time_together(req: Any, jobs: list[tuple[dict[str, np.ndarray], Any, Any]],
@@ -136,7 +143,10 @@ def _time_together(req: Any, jobs: list[tuple[dict[str, np.ndarray], Any, Any]],
 def _time_batch(req: Any, jobs: list[tuple[dict[str, np.ndarray], Any, Any]],
                 which: list[int], out: list[Timing]) -> None:
     """One call of the time model over the rows of jobs `which`, each row with its job's
-    hardware and efficiency."""
+    hardware and efficiency (a job alone: its own)."""
+    if len(which) == 1:
+        _time_alone(req, jobs, which[0], out)
+        return
     sizes = [jobs[i][0]["gpus"].size for i in which]
     keys = [k for k in jobs[which[0]][0] if k in _TIMED_KEYS]
     g = {k: np.concatenate([jobs[i][0][k] for i in which]) for k in keys}
