@@ -15,8 +15,12 @@ Measures, for GPT-3 175B, Llama 3 70B and DeepSeek-V3 over the whole catalog:
 - `gpuplan --help` wall time.
 `--compare REV` times the search of another git revision too, in the same run (before/after).
 "Work computed" counts the rows that reach arithmetic: layout rows through the memory model
-(once per search, shared by every GPU group), rows through the time model (per GPU group:
-those that fit), rows priced; the other candidates are tallied by counting.
+(once per search, shared by every GPU group), (hardware, layout) rows through the time model
+(per GPU group: those that fit; groups with the same rows share one call, the layout-only
+terms then computed once per layout row: `search/timed.py`, so the layout rows and the calls
+are printed too), rows priced; the other candidates are tallied by counting. The search is
+exact: every shortcut gives the figures of the straightforward path
+(tests/test_search_cache.py).
 Targets on a 2-core machine: search <= 0.5 s (issue #11), >= 10 M candidates/s, <= 1 s end to
 end for a 70B model, <= 2 GiB peak, --help <= 0.3 s.
 """
@@ -333,10 +337,10 @@ def main() -> None:
         if a.llm_analysis:
             la = llm_analysis_ratio(name)
             if la:
-                ours = ip["physics_s"] / ip["physics_points"]
+                per = ip["physics_s"] / ip["physics_points"]
                 print(f"  llm-analysis 0.2.2     {la['per_candidate_s'] * 1e3:>14.3f} ms per "
-                      f"candidate vs gpuplan {ours * 1e9:,.0f} ns -> "
-                      f"{la['per_candidate_s'] / ours:,.0f}x faster ({la['completed']} of "
+                      f"candidate vs gpuplan {per * 1e9:,.0f} ns -> "
+                      f"{la['per_candidate_s'] / per:,.0f}x faster ({la['completed']} of "
                       f"{la['n']} llm-analysis calls completed, the rest raised)")
     if a.compare:  # last: its child process would count in the peak memory above
         base = other_revision(a.compare, a.repeat)
