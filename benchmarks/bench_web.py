@@ -15,7 +15,12 @@ each GPU group's fastest layouts, `search/cache.py` -- for later plans of the sa
 pricing, constraints, ranking and JSON of every request are computed). Plans whose shape the
 worker had not seen (cold: header X-Gpuplan-Search-Cache: miss) and those it had (warm: hit)
 are reported separately, with the CPU time the server spent on each (its Server-Timing
-header: what the computation costs, whatever else runs on the machine). `--threads` serves from one process with a thread pool (the server
+header: what the computation costs, whatever else runs on the machine). Two things the served
+setting does that the counts reflect: each worker plans the page's default request at start
+(`web/worker.py` `rehearse`: llama3-8b, 1T tokens -- the shape of SHAPES[0] -- so with the
+cache on, that shape is warm from the first request), and plans are routed to the worker that
+last took their shape (`worker.Routed`), so a shape is searched once rather than once per
+worker. Neither caches an answer: every request is priced, constrained and ranked. `--threads` serves from one process with a thread pool (the server
 before worker processes); `--workers` sets the pool size (default: one per core).
 """
 
