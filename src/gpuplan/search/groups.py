@@ -55,6 +55,7 @@ class LayoutTable:
     # `plan.at_size`'s fastest layout of one count on one platform, by (platform, count,
     # precisions): it depends on the request shape alone, as the table does
     sizes: dict[tuple, Any] = field(default_factory=dict)
+    memo: dict[tuple, Any] = field(default_factory=dict)  # variants.candidates' row selections
 
     def variant_count(self, counts: np.ndarray) -> int:
         """The variant candidates of these GPU counts (all kinds)."""

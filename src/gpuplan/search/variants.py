@@ -150,13 +150,9 @@ def candidates(table: Any, counts: np.ndarray, kinds: tuple[int, ...], *, plats:
     acc = plats[0].accelerator
     assert acc is not None
     ex = table.extra
-    sel = extra_rows(ex, counts, kinds) if ex else np.zeros(0, dtype=np.int64)
-    if precisions is not None:
-        sel = sel[np.isin(ex["precision"][sel], precisions)]
+    sel, e = _selected(table, counts, kinds, precisions)
     if sel.size == 0:
         return {k: np.zeros(0, dtype=table.g[k].dtype if k in table.g else float) for k in keys}
-    e = {k: ex[k][sel] for k in ("tp", "precision", "gpus", "kind", "twin", "memory_bytes",
-                                 "offloaded")}
     host = (min(host_memory_per_gpu(cat, acc, p) for p in plats)
             if np.any(e["offloaded"] > 0) else np.inf)
     keep = tally.apply(acc.id, np.ones(sel.size, dtype=bool), [
@@ -169,6 +165,25 @@ def candidates(table: Any, counts: np.ndarray, kinds: tuple[int, ...], *, plats:
     out = {k: ex[k][pick] for k in keys if k != "row"}
     out["row"] = np.full(pick.size, -1, dtype=np.int64)
     return {k: out[k] for k in keys}
+
+
+def _selected(table: Any, counts: np.ndarray, kinds: tuple[int, ...],
+              precisions: tuple[int, ...] | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The variant rows of these kinds, counts and precisions, and the fields the checks read;
+    kept in the table (`memo`, when it has one) for the other groups of the same counts."""
+    key = (counts.tobytes(), kinds, precisions)
+    memo = getattr(table, "memo", None)
+    if memo is not None and key in memo:
+        return memo[key]
+    ex = table.extra
+    sel = extra_rows(ex, counts, kinds) if ex else np.zeros(0, dtype=np.int64)
+    if precisions is not None:
+        sel = sel[np.isin(ex["precision"][sel], precisions)]
+    e = {k: ex[k][sel] for k in ("tp", "precision", "gpus", "kind", "twin", "memory_bytes",
+                                 "offloaded")} if sel.size else {}
+    if memo is not None:
+        memo[key] = (sel, e)
+    return sel, e
 
 
 # relative margin on the HSDP floor: sums of the same parts in another order differ by
