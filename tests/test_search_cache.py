@@ -219,3 +219,27 @@ def test_groups_timed_together_equal_groups_timed_alone(monkeypatch):
             assert np.array_equal(alone[k], rows[k]), (p[0].label, k)
         assert alone_tally.log == tally.log
         assert alone_tally.physically_feasible == tally.physically_feasible
+
+
+def test_variant_memory_is_the_memory_breakdowns():
+    """`variants.most_loaded` (the table's variant rows: total, offloaded bytes and host
+    traffic of the most loaded stage, without selecting every part) equals
+    `memory.memory_breakdown`'s, bit for bit, on every variant row of a MoE model's table."""
+    from gpuplan.search import variants
+    from gpuplan.search.evaluate import memory_per_gpu, site_from_catalog
+    from gpuplan.search.grid import model_axes
+
+    cat = load_catalog()
+    site = site_from_catalog(cat)
+    req = planmod.Request(model=cat.model("mixtral-8x7b"), tokens=1e12, seq_len=4096,
+                          global_batch=1024, site=site)
+    counts = np.array([8, 64, 512])
+    table = planmod.layout_table(req, counts, model_axes(req.model, req.seq_len, counts=counts),
+                                 24 << 30)
+    lay = planmod._layout(table.extra, req)
+    assert set(np.unique(table.extra["kind"])) == {0, 1, 2}  # every kind of copy
+    bd = memory_per_gpu(req.model, lay, site)
+    for got, want in zip(variants.most_loaded(req.model, lay, site),
+                         (bd.total, bd.offloaded, bd.host_traffic), strict=True):
+        assert np.array_equal(got, np.broadcast_to(want, got.shape), equal_nan=True)
+    assert np.array_equal(table.extra["memory_bytes"], bd.total, equal_nan=True)
