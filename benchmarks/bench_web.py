@@ -19,8 +19,8 @@ header: what the computation costs, whatever else runs on the machine). Two thin
 setting does that the counts reflect: each worker plans the page's default request at start
 (`web/worker.py` `rehearse`: llama3-8b, 1T tokens -- the shape of SHAPES[0] -- so with the
 cache on, that shape is warm from the first request), and plans are routed to the worker that
-last took their shape (`worker.Routed`), so a shape is searched once rather than once per
-worker. Neither caches an answer: every request is priced, constrained and ranked. `--threads` serves from one process with a thread pool (the server
+last took their shape unless it is busier (`worker.Routed`). Neither caches an answer: every
+request is priced, constrained and ranked. `--threads` serves from one process with a thread pool (the server
 before worker processes); `--workers` sets the pool size (default: one per core).
 """
 

@@ -141,9 +141,8 @@ class Routed(Executor):
     a call with a `key` (a plan's request shape, `plan_key`) goes to the worker that last took
     that key -- its search cache holds the shape, or is filling it -- unless that worker has
     more calls waiting than the least busy one plus one; every other call goes to the least
-    busy worker. Plans of one shape are then searched once rather than once per worker, and
-    no worker is left idle while calls wait (2 workers, 8 clients, bench_web.py: 8 cold
-    searches of 5 shapes instead of 10)."""
+    busy worker. Plans of one shape then mostly meet the search their worker keeps, and no
+    worker waits idle while calls queue on the other."""
 
     AFFINITY = 1024  # request shapes remembered (least recently used forgotten)
 
