@@ -187,6 +187,11 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return _error(exc.status_code, f"{exc.detail}: {request.method} {request.url.path}")
 
 
+def _key(command: str, body: dict[str, Any]) -> str | None:
+    """A plan's request shape, by which the worker processes route it (`worker.Routed`)."""
+    return worker.plan_key(body) if command == "plan" else None
+
+
 def create_app(time_limit_s: float = 20.0, workers: int | None = None,
                processes: bool = False) -> Starlette:
     """The app; `workers` computations at once (default: one per core), in worker processes
@@ -210,12 +215,11 @@ def create_app(time_limit_s: float = 20.0, workers: int | None = None,
             body = await _body(request)
         except RequestError as err:
             return _error(err.status, err.message)
-        key = worker.plan_key(body) if command == "plan" else None
         if request.query_params.get("charts") in ("1", "true"):
             from .views import VIEWS
 
-            return await api.handle(VIEWS[command], body, key=key)
-        return await api.handle(adapter.run, command, body, key=key)
+            return await api.handle(VIEWS[command], body, key=_key(command, body))
+        return await api.handle(adapter.run, command, body, key=_key(command, body))
 
     async def listing(request: Request) -> Response:
         what = request.path_params.get("what")
