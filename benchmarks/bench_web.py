@@ -169,6 +169,9 @@ def main() -> None:
         "tokens", "objective", "deadline_days", "budget_usd")}, sort_keys=True) for b in plans})
     print(f"{os.cpu_count()} cores; {a.concurrency} concurrent clients; /api/plan: "
           f"{len(plans)} bodies over {shapes} request shapes (seed {a.seed})")
+    print("each worker plans the page's default request at start (llama3-8b, 1T tokens: "
+          "web/worker.py rehearse), so with the cache on the shape of SHAPES[0] is warm "
+          "from the first request")
     for cache in (False, True):
         port = free_port()
         proc = start(port, a.workers, a.threads, cache)
