@@ -15,8 +15,12 @@ Measures, for GPT-3 175B, Llama 3 70B and DeepSeek-V3 over the whole catalog:
 - `gpuplan --help` wall time.
 `--compare REV` times the search of another git revision too, in the same run (before/after).
 "Work computed" counts the rows that reach arithmetic: layout rows through the memory model
-(once per search, shared by every GPU group), rows through the time model (per GPU group:
-those that fit), rows priced; the other candidates are tallied by counting.
+(once per search, shared by every GPU group), (hardware, layout) rows through the time model
+(per GPU group: those that fit; groups with the same rows share one call, the layout-only
+terms then computed once per layout row: `search/timed.py`, so the layout rows and the calls
+are printed too), rows priced; the other candidates are tallied by counting. The search is
+exact: every shortcut gives the figures of the straightforward path
+(tests/test_search_cache.py).
 Targets on a 2-core machine: search <= 0.5 s (issue #11), >= 10 M candidates/s, <= 1 s end to
 end for a 70B model, <= 2 GiB peak, --help <= 0.3 s.
 """
@@ -73,18 +77,18 @@ class _Probe:
     and the rows reaching the time model and the pricing."""
 
     def __init__(self) -> None:
-        from gpuplan.search import groups
         from gpuplan.search import plan as planmod
+        from gpuplan.search import timed
 
-        self.planmod, self.groups = planmod, groups
+        self.planmod, self.timed = planmod, timed
         self.physics: list[float] = []
         self.tables: list = []
         self.axes: list = []
-        self.work = {"timed": 0, "priced": 0}
+        self.work = {"timed": 0, "timed_layouts": 0, "time_calls": 0, "priced": 0}
         self.in_outlook = False
         self.saved = [(planmod, n, getattr(planmod, n)) for n in (
-            "evaluate_group", "layout_table", "outlook", "model_axes", "_priced")]
-        self.saved.append((groups, "time_per_step", groups.time_per_step))
+            "evaluate_groups", "layout_table", "outlook", "model_axes", "_priced")]
+        self.saved.append((timed, "time_per_step", timed.time_per_step))
 
     def _timed(self, fn):
         def wrapper(*a, **k):
@@ -104,6 +108,20 @@ class _Probe:
             return fn(*a, **k)
         return wrapper
 
+    def _time_model(self, fn):
+        """Counts, per call of the time model: the (hardware, layout) rows it times (a call
+        for several groups with the same layouts times each layout once per group) and the
+        layout rows it is given."""
+        def wrapper(model, lay, hw, *a, **k):
+            if not self.in_outlook:
+                shape = np.broadcast_shapes(np.shape(lay.tp),
+                                            np.shape(hw.memory_bandwidth_bytes_per_s))
+                self.work["timed"] += int(np.prod(shape))
+                self.work["timed_layouts"] += int(np.size(lay.tp))
+                self.work["time_calls"] += 1
+            return fn(model, lay, hw, *a, **k)
+        return wrapper
+
     def _outlook(self, fn):
         def wrapper(*a, **k):
             self.in_outlook = True
@@ -120,14 +138,13 @@ class _Probe:
         return wrapper
 
     def __enter__(self) -> _Probe:
-        pm, g = self.planmod, self.groups
-        pm.evaluate_group, pm.layout_table = (self._timed(pm.evaluate_group),
+        pm, tm = self.planmod, self.timed
+        pm.evaluate_groups, pm.layout_table = (self._timed(pm.evaluate_groups),
                                               self._timed(pm.layout_table))
         pm.outlook, pm.model_axes = self._outlook(pm.outlook), self._axes(pm.model_axes)
         pm._priced = self._counted("priced", pm._priced,
                                    lambda req, rows, prices, *r: rows["gpus"].size * len(prices))
-        g.time_per_step = self._counted("timed", g.time_per_step,
-                                        lambda m, lay, *r: int(np.size(lay.tp)))
+        tm.time_per_step = self._time_model(tm.time_per_step)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -153,6 +170,8 @@ def in_process(argv: list[str], repeat: int = 5) -> dict[str, float]:
     return {"memory_rows": table.g["gpus"].size + (table.extra["gpus"].size if table.extra
                                                    else 0),
             "timed_rows": probe.work["timed"] // repeat,
+            "timed_layouts": probe.work["timed_layouts"] // repeat,
+            "time_calls": probe.work["time_calls"] // repeat,
             "priced_rows": probe.work["priced"] // repeat,
             "axes": probe.axes[0].sizes(), "per_count": probe.axes[0].size,
             "variants": {k: int(sum(1 for x in kinds if x == i)) for i, k in enumerate(KINDS)},
@@ -303,7 +322,8 @@ def main() -> None:
         var = ", ".join(f"{k} {v:,}" for k, v in ip["variants"].items())
         print(f"  variants (all counts)  {var} (copies of grid rows, search/variants.py)")
         print(f"  work computed          {ip['memory_rows']:,} layout rows through the memory "
-              f"model, {ip['timed_rows']:,} rows through the time model, "
+              f"model, {ip['timed_rows']:,} (hardware, layout) rows through the time model "
+              f"({ip['timed_layouts']:,} layout rows in {ip['time_calls']} calls), "
               f"{ip['priced_rows']:,} rows priced (the rest of the candidates are excluded by "
               f"counting, before any arithmetic)")
         print(f"  search wall time       {ip['search_s']:>14.3f} s   "
@@ -317,10 +337,10 @@ def main() -> None:
         if a.llm_analysis:
             la = llm_analysis_ratio(name)
             if la:
-                ours = ip["physics_s"] / ip["physics_points"]
+                per = ip["physics_s"] / ip["physics_points"]
                 print(f"  llm-analysis 0.2.2     {la['per_candidate_s'] * 1e3:>14.3f} ms per "
-                      f"candidate vs gpuplan {ours * 1e9:,.0f} ns -> "
-                      f"{la['per_candidate_s'] / ours:,.0f}x faster ({la['completed']} of "
+                      f"candidate vs gpuplan {per * 1e9:,.0f} ns -> "
+                      f"{la['per_candidate_s'] / per:,.0f}x faster ({la['completed']} of "
                       f"{la['n']} llm-analysis calls completed, the rest raised)")
     if a.compare:  # last: its child process would count in the peak memory above
         base = other_revision(a.compare, a.repeat)

@@ -15,7 +15,12 @@ each GPU group's fastest layouts, `search/cache.py` -- for later plans of the sa
 pricing, constraints, ranking and JSON of every request are computed). Plans whose shape the
 worker had not seen (cold: header X-Gpuplan-Search-Cache: miss) and those it had (warm: hit)
 are reported separately, with the CPU time the server spent on each (its Server-Timing
-header: what the computation costs, whatever else runs on the machine). `--threads` serves from one process with a thread pool (the server
+header: what the computation costs, whatever else runs on the machine). Two things the served
+setting does that the counts reflect: each worker plans the page's default request at start
+(`web/worker.py` `rehearse`: llama3-8b, 1T tokens -- the shape of SHAPES[0] -- so with the
+cache on, that shape is warm from the first request), and plans are routed to the worker that
+last took their shape unless it is busier (`worker.Routed`). Neither caches an answer: every
+request is priced, constrained and ranked. `--threads` serves from one process with a thread pool (the server
 before worker processes); `--workers` sets the pool size (default: one per core).
 """
 
@@ -164,6 +169,9 @@ def main() -> None:
         "tokens", "objective", "deadline_days", "budget_usd")}, sort_keys=True) for b in plans})
     print(f"{os.cpu_count()} cores; {a.concurrency} concurrent clients; /api/plan: "
           f"{len(plans)} bodies over {shapes} request shapes (seed {a.seed})")
+    print("each worker plans the page's default request at start (llama3-8b, 1T tokens: "
+          "web/worker.py rehearse), so with the cache on the shape of SHAPES[0] is warm "
+          "from the first request")
     for cache in (False, True):
         port = free_port()
         proc = start(port, a.workers, a.threads, cache)

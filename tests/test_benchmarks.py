@@ -32,12 +32,12 @@ def test_bench_web_plan_requests_vary():
 
 def test_bench_plan_probe_restores_the_search():
     bench = _load("bench_plan")
-    from gpuplan.search import groups
     from gpuplan.search import plan as planmod
+    from gpuplan.search import timed
 
-    before = (planmod.evaluate_group, planmod.layout_table, planmod.outlook,
-              planmod.model_axes, planmod._priced, groups.time_per_step)
+    before = (planmod.evaluate_groups, planmod.layout_table, planmod.outlook,
+              planmod.model_axes, planmod._priced, timed.time_per_step)
     with bench._Probe():
-        assert planmod.evaluate_group is not before[0]
-    assert (planmod.evaluate_group, planmod.layout_table, planmod.outlook,
-            planmod.model_axes, planmod._priced, groups.time_per_step) == before
+        assert planmod.evaluate_groups is not before[0]
+    assert (planmod.evaluate_groups, planmod.layout_table, planmod.outlook,
+            planmod.model_axes, planmod._priced, timed.time_per_step) == before

@@ -183,3 +183,63 @@ def test_web_answers_say_cache_and_cpu(store):
     for r in (first, second, est):
         assert r.status_code == 200
         assert float(r.headers["server-timing"].split("dur=")[1]) > 0
+
+
+def test_groups_timed_together_equal_groups_timed_alone(monkeypatch):
+    """`evaluate_groups` (groups with the same rows share them and one broadcast call of the
+    time model, small groups share calls with a row's own hardware: search/timed.py) gives
+    every group exactly the rows and tally of a group timed alone, one call with its own
+    hardware each (timed.ALONE = 0): same float64 arithmetic per row, so equal bit for bit."""
+    from gpuplan.search import groups, timed
+    from gpuplan.search.evaluate import site_from_catalog
+    from gpuplan.search.grid import model_axes
+    from gpuplan.search.platforms import Filters, group_by_physics, select_platforms
+
+    cat = load_catalog()
+    req = planmod.Request(model=cat.model("mixtral-8x7b"), tokens=1e12, seq_len=4096,
+                          global_batch=1024, site=site_from_catalog(cat))
+    plats, _ = select_platforms(cat, Filters(gpus=("h100-sxm", "a100-80gb", "rtx-4090",
+                                                   "h200")))
+    planned = [(p, planmod.gpu_counts(p[0].gpus_per_node, 512))
+               for p in group_by_physics(plats).values()]
+    counts = np.concatenate([c for _, c in planned])
+    axes = model_axes(req.model, req.seq_len, counts=counts)
+    table = planmod.layout_table(req, counts, axes, min(p.accelerator.memory_bytes
+                                                        for p in plats))
+    jobs = [(p, c, groups.Tally()) for p, c in planned]
+    together = groups.evaluate_groups(req, cat, jobs, table)
+    keys = [groups._rows_key(req, cat, p, c, None) for p, c in planned]
+    assert len(set(keys)) < len(keys)  # some groups share their rows
+    monkeypatch.setattr(timed, "ALONE", 0)
+    for (p, c, tally), rows in zip(jobs, together, strict=True):
+        alone_tally = groups.Tally()
+        alone = groups.evaluate_group(req, cat, p, c, axes, alone_tally, table)
+        assert alone.keys() == rows.keys()
+        for k in rows:
+            assert np.array_equal(alone[k], rows[k]), (p[0].label, k)
+        assert alone_tally.log == tally.log
+        assert alone_tally.physically_feasible == tally.physically_feasible
+
+
+def test_variant_memory_is_the_memory_breakdowns():
+    """`variants.most_loaded` (the table's variant rows: total, offloaded bytes and host
+    traffic of the most loaded stage, without selecting every part) equals
+    `memory.memory_breakdown`'s, bit for bit, on every variant row of a MoE model's table."""
+    from gpuplan.search import variants
+    from gpuplan.search.evaluate import memory_per_gpu, site_from_catalog
+    from gpuplan.search.grid import model_axes
+
+    cat = load_catalog()
+    site = site_from_catalog(cat)
+    req = planmod.Request(model=cat.model("mixtral-8x7b"), tokens=1e12, seq_len=4096,
+                          global_batch=1024, site=site)
+    counts = np.array([8, 64, 512])
+    table = planmod.layout_table(req, counts, model_axes(req.model, req.seq_len, counts=counts),
+                                 24 << 30)
+    lay = planmod._layout(table.extra, req)
+    assert set(np.unique(table.extra["kind"])) == {0, 1, 2}  # every kind of copy
+    bd = memory_per_gpu(req.model, lay, site)
+    for got, want in zip(variants.most_loaded(req.model, lay, site),
+                         (bd.total, bd.offloaded, bd.host_traffic), strict=True):
+        assert np.array_equal(got, np.broadcast_to(want, got.shape), equal_nan=True)
+    assert np.array_equal(table.extra["memory_bytes"], bd.total, equal_nan=True)

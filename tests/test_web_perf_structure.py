@@ -118,3 +118,31 @@ def test_serve_runs_worker_processes(run_cli, monkeypatch):
     assert run_cli("serve", "--port", "0", "--workers", "3")[0] == 0
     api = seen["app"].state.api
     assert api.processes and api.workers == 3 and api.pool is None  # started with the server
+
+
+def test_plans_of_one_shape_go_to_one_worker_unless_it_is_busier():
+    """`worker.Routed`: a plan goes to the worker that took its request shape last (its search
+    cache holds it), unless that worker has more than one call more waiting than the least
+    busy one; other calls go to the least busy worker. The shape ignores what only pricing
+    and ranking read."""
+    import threading
+    from collections import OrderedDict
+
+    r = worker.Routed.__new__(worker.Routed)
+    r.pools, r.pending, r.affinity, r.lock = [None, None], [0, 0], OrderedDict(), threading.Lock()
+
+    def send(key):
+        w = r._choose(key)
+        r.pending[w] += 1
+        return w
+
+    a = worker.plan_key({"model": "llama3-8b", "tokens": "1T"})
+    assert a == worker.plan_key({"model": "llama3-8b", "tokens": "2T", "deadline_days": 9,
+                                 "budget_usd": "1M", "objective": "time", "top": 3})
+    b = worker.plan_key({"model": "llama3-8b", "tokens": "1T", "gpu": ["h100-sxm"]})
+    assert a != b
+    assert [send(a), send(b), send(a), send(a)] == [0, 1, 0, 0]  # pending now [3, 1]
+    assert send(a) == 1  # worker 0 has 2 more waiting than worker 1: the least busy takes it
+    assert send(a) == 1 and send(None) == 0  # the shape follows; other calls: least busy
+    r._done(1)
+    assert r.pending == [4, 2]

@@ -49,6 +49,8 @@ def shape_of(req: Any) -> Any:
 def _nbytes(entry: Entry) -> int:
     t = entry.table
     arrays = [*t.g.values(), *t.extra.values(), t.memory_bytes, t.dropped, t.starts]
+    for sel, fields in getattr(t, "memo", {}).values():  # the variants' row selections
+        arrays += [sel, *fields.values()]
     for grp in entry.groups:
         if grp is not None:
             arrays += list(grp[0].values())

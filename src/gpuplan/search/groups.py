@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
@@ -16,28 +17,18 @@ import numpy as np
 
 from ..catalog import Catalog
 from ..estimators import memory
-from ..spec import STACKS, Layout
+from ..spec import STACKS
 from . import feasibility as fz
 from . import variants
-from .evaluate import time_per_step
+from .evaluate import time_per_step  # noqa: F401  (benchmarks count rows through it)
 from .grid import Axes, product
-from .hardware import best_stack, efficiency_for, hardware_table
+from .hardware import best_stack, efficiency_for, hardware_table, host_memory_per_gpu
 from .intervals import at_confidence, interval
 from .platforms import Platform
 from .results import Excluded
-
-
-def _layout(g: dict[str, np.ndarray], req: Any) -> Layout:
-    return Layout(tp=g["tp"], pp=g["pp"], dp=g["dp"], cp=g["cp"], ep=g["ep"], vpp=g["vpp"],
-                  zero=g["zero"], micro_batch=g["micro_batch"], global_batch=req.global_batch,
-                  seq_len=req.seq_len, recompute=g["recompute"], precision=g["precision"],
-                  shard_group=_field(g, "shard_group"), offload=_field(g, "offload"))
-
-
-def _field(g: dict[str, np.ndarray], key: str) -> np.ndarray | int:
-    """A variant field of rows g, 0 when no row sets it (the estimators' scalar path)."""
-    v = g.get(key)
-    return v if v is not None and v.any() else 0
+from .timed import Timing, time_many
+from .timed import field_or_zero as _field  # noqa: F401
+from .timed import layout_of as _layout
 
 
 def _take(g: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
@@ -61,6 +52,10 @@ class LayoutTable:
     # HSDP, op-recompute and offload copies of runnable rows (`variants.sized`): their fields,
     # twin (a row of g) and kind, memory_bytes, offloaded, host_traffic; sorted by kind, count
     extra: dict[str, np.ndarray] = field(default_factory=dict)
+    # `plan.at_size`'s fastest layout of one count on one platform, by (platform, count,
+    # precisions): it depends on the request shape alone, as the table does
+    sizes: dict[tuple, Any] = field(default_factory=dict)
+    memo: dict[tuple, Any] = field(default_factory=dict)  # variants.candidates' row selections
 
     def variant_count(self, counts: np.ndarray) -> int:
         """The variant candidates of these GPU counts (all kinds)."""
@@ -101,19 +96,29 @@ def layout_table(req: Any, counts: np.ndarray, axes: Axes,
         parts.append(_take(g, valid & interleaves))
     g = ({k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts
          else {k: np.zeros(0, dtype=np.int64) for k in _ROW_KEYS})
-    mem = np.full(g["gpus"].size, np.nan)
-    if g["gpus"].size:
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            mem = np.asarray(memory.most_loaded_total(
-                req.model, _layout(g, req), runtime_overhead_bytes=req.site.runtime_overhead_bytes,
-                fragmentation=req.site.fragmentation, stacks=req.site.stack_buffers),
-                dtype=float)
+    mem = _most_loaded(req, g)
     starts = np.concatenate(([0], np.cumsum([p["gpus"].size for p in parts], dtype=np.int64)))
     extra = variants.sized(g, mem, smallest_gpu_bytes, lambda x: _layout(x, req), req.model,
                            req.site)
     g.update(variants.defaults(g["gpus"].size))
     return LayoutTable(g=g, starts=starts, position={int(c): i for i, c in enumerate(counts)},
                        tp_values=tp_values, dropped=dropped, memory_bytes=mem, extra=extra)
+
+
+def _most_loaded(req: Any, g: dict[str, np.ndarray]) -> np.ndarray:
+    """Memory per GPU of rows g (`memory.most_loaded_total`), in blocks of memory.CHUNK rows
+    as `memory.memory_breakdown` evaluates large grids: the same arithmetic row by row (so the
+    same values), its temporaries kept in the CPU cache (about 1.8x faster on 200k rows)."""
+    n = g["gpus"].size
+    mem = np.full(n, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for lo in range(0, n, memory.CHUNK):
+            part = {k: v[lo:lo + memory.CHUNK] for k, v in g.items()}
+            mem[lo:lo + memory.CHUNK] = memory.most_loaded_total(
+                req.model, _layout(part, req),
+                runtime_overhead_bytes=req.site.runtime_overhead_bytes,
+                fragmentation=req.site.fragmentation, stacks=req.site.stack_buffers)
+    return mem
 
 
 _ROW_KEYS = ("gpus", "tp", "pp", "vpp", "cp", "dp", "ep", "zero", "micro_batch", "recompute",
@@ -158,6 +163,19 @@ class Tally:
                      if v)
 
 
+@dataclass
+class _Work:
+    """One group's evaluation between the batched timing steps of `evaluate_groups`."""
+
+    acc_id: str
+    counts: np.ndarray
+    tally: Tally
+    kw: dict[str, Any]  # what variants.candidates needs besides the table and the kinds
+    clock: Any  # _Clock
+    g: dict[str, np.ndarray]  # the rows to time, then the fastest of each count
+    key: Any  # what decides the rows to time (`_rows_key`): equal keys, equal rows
+
+
 def evaluate_group(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray,
                    axes: Axes, tally: Tally, table: LayoutTable | None = None,
                    precisions: tuple[int, ...] | None = None) -> dict[str, np.ndarray]:
@@ -165,16 +183,90 @@ def evaluate_group(req: Any, cat: Catalog, plats: list[Platform], counts: np.nda
     feasible row of each GPU count (and tallies every exclusion). `precisions` (codes): only
     the table's rows of these precisions, the others neither evaluated nor tallied (None:
     all)."""
+    if table is None:
+        acc = plats[0].accelerator
+        assert acc is not None
+        table = layout_table(req, counts, axes, acc.memory_bytes)
+    return evaluate_groups(req, cat, [(plats, counts, tally)], table, precisions)[0]
+
+
+def evaluate_groups(req: Any, cat: Catalog,
+                    groups: list[tuple[list[Platform], np.ndarray, Tally]], table: LayoutTable,
+                    precisions: tuple[int, ...] | None = None,
+                    progress: Callable[[int, int], None] | None = None
+                    ) -> list[dict[str, np.ndarray]]:
+    """`evaluate_group` of each (platforms, counts, tally) group on the shared table: each
+    group's rows, checks and tally exactly as alone; groups whose rows to time are the same
+    share them, and the step times of all groups take a few calls (`timed.time_many`).
+    `progress(i, n)`: called as each group's rows are prepared."""
+    works: list[_Work] = []
+    seen: dict[Any, tuple[dict[str, np.ndarray], np.ndarray, list[tuple[str, int]]]] = {}
+    for i, (plats, counts, tally) in enumerate(groups):
+        if progress:
+            progress(i, len(groups))
+        works.append(_prepared(req, cat, plats, counts, tally, table, precisions, seen))
+    timed = time_many(req, [(w.g, w.clock, w.key) for w in works])
+    hsdp: list[tuple[_Work, dict[str, np.ndarray]]] = []
+    for w, t in zip(works, timed, strict=True):
+        g, t = _runs(w.g, t, w.acc_id, w.tally)
+        # HSDP copies only where they may be the fastest of their count (variants.hsdp_twins)
+        h = variants.candidates(table, w.counts, (0,), busy=variants.hsdp_twins(g), **w.kw)
+        w.g = _described(fastest_per_count(g), t, w.clock)
+        if h["gpus"].size:
+            hsdp.append((w, h))
+    for (w, h), t in zip(hsdp, time_many(req, [(h, w.clock, None) for w, h in hsdp]),
+                         strict=True):
+        h, t = _runs(h, t, w.acc_id, w.tally)  # the fastest of each part at each count, then
+        h = _described(fastest_per_count(h), t, w.clock)  # of both
+        g = {k: np.concatenate([w.g[k], h[k]]) for k in w.g}
+        w.g = fastest_per_count(_take(g, np.argsort(g["gpus"], kind="stable")))
+    for w in works:
+        for k in ("host_traffic", "row", "dp_exposed", "floor_s", "at"):  # search-internal
+            w.g.pop(k)
+    return [w.g for w in works]
+
+
+def _rows_key(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray,
+              precisions: tuple[int, ...] | None) -> tuple:
+    """Everything `_prepared` reads to choose a group's rows (beyond the shared table): the
+    GPU counts and precisions, the hardware rules' inputs (`feasibility.hardware_checks`), the
+    GPU memory and the host memory per GPU the offload copies check (`variants.candidates`).
+    Two groups with equal keys (e.g. one GPU behind two networks) have the same rows."""
     p0 = plats[0]
     acc = p0.accelerator
     assert acc is not None
-    if table is None:
-        table = layout_table(req, counts, axes, acc.memory_bytes)
-    _tally_dropped(tally, acc.id, table, counts, p0.scale_up_domain)
+    consumer = acc.consumer and not req.filters.allow_consumer
+    host = min(host_memory_per_gpu(cat, acc, p) for p in plats)
+    return (counts.tobytes(), precisions, p0.scale_up_domain, "fp8" in acc.peak_flops,
+            p0.gpus_per_node if consumer else 0, acc.memory_bytes,
+            host if host == host else "nan")
+
+
+def _prepared(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray, tally: Tally,
+              table: LayoutTable, precisions: tuple[int, ...] | None,
+              seen: dict[Any, Any] | None = None) -> _Work:
+    """One group's rows to time: the table's rows of its counts that pass its hardware rules
+    and fit its memory, and their op-recompute and offload copies (`variants`), sorted by GPU
+    count; every other row tallied. `seen`: rows already chosen for groups of the same
+    `_rows_key`, reused (the same arrays, and the same counts tallied under this GPU)."""
+    p0 = plats[0]
+    acc = p0.accelerator
+    assert acc is not None
+    key = _rows_key(req, cat, plats, counts, precisions)
+    kw = dict(plats=plats, cat=cat, tally=tally, allow_consumer=req.filters.allow_consumer,
+              precisions=precisions)
+    if seen is not None and key in seen:
+        g, fitting, log = seen[key]
+        for code, k in log:
+            tally.add(acc.id, code, k)
+        return _Work(acc_id=acc.id, counts=counts, tally=tally, clock=_clock(req, cat, p0),
+                     kw=dict(kw, keys=list(g), fitting=fitting), g=dict(g), key=key)
+    mine = Tally()
+    _tally_dropped(mine, acc.id, table, counts, p0.scale_up_domain)
     idx = table.rows(counts)
     tp, prec, gpus = (table.g[k][idx] for k in ("tp", "precision", "gpus"))
     wanted = np.ones(tp.shape, dtype=bool) if precisions is None else np.isin(prec, precisions)
-    keep = tally.apply(acc.id, wanted, [
+    keep = mine.apply(acc.id, wanted, [
         *fz.hardware_checks(tp=tp, precision=prec, gpus=gpus, platform=p0,
                             allow_consumer=req.filters.allow_consumer),
         fz.memory_check(table.memory_bytes[idx], acc.memory_bytes)])
@@ -183,25 +275,19 @@ def evaluate_group(req: Any, cat: Catalog, plats: list[Platform], counts: np.nda
     g["memory_bytes"] = table.memory_bytes[rows]
     g["host_traffic"] = np.zeros(rows.size)
     g["row"] = rows
-    kw = dict(plats=plats, cat=cat, tally=tally, keys=list(g), fitting=np.unique(g["gpus"]),
-              allow_consumer=req.filters.allow_consumer, precisions=precisions)
-    v = variants.candidates(table, counts, (1, 2), **kw)  # op recompute, offload
+    fitting = np.unique(g["gpus"])
+    v = variants.candidates(table, counts, (1, 2), **dict(kw, tally=mine, keys=list(g),
+                                                           fitting=fitting))
     if v["gpus"].size:  # timed with the grid rows (one call), in GPU-count order
         g = {k: np.concatenate([g[k], v[k]]) for k in g}
         g = _take(g, np.argsort(g["gpus"], kind="stable"))
-    clock = _clock(req, cat, p0)
-    g, t = _timed(req, g, clock, acc.id, tally)
-    # HSDP copies only where they may be the fastest of their count (variants.hsdp_twins)
-    h = variants.candidates(table, counts, (0,), busy=variants.hsdp_twins(g), **kw)
-    g = _described(fastest_per_count(g), t, clock)
-    if h["gpus"].size:  # the fastest of each part at each count, then of both
-        h, t = _timed(req, h, clock, acc.id, tally)
-        h = _described(fastest_per_count(h), t, clock)
-        g = {k: np.concatenate([g[k], h[k]]) for k in g}
-        g = fastest_per_count(_take(g, np.argsort(g["gpus"], kind="stable")))
-    for k in ("host_traffic", "row", "dp_exposed", "floor_s", "at"):  # search-internal
-        g.pop(k)
-    return g
+    log = [(code, k) for _, code, k in mine.log]
+    if seen is not None:
+        seen[key] = (g, fitting, log)
+    for code, k in log:
+        tally.add(acc.id, code, k)
+    return _Work(acc_id=acc.id, counts=counts, tally=tally, clock=_clock(req, cat, p0),
+                 kw=dict(kw, keys=list(g), fitting=fitting), g=dict(g), key=key)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -228,18 +314,22 @@ def _clock(req: Any, cat: Catalog, plat: Platform) -> _Clock:
 
 def _timed(req: Any, g: dict[str, np.ndarray], clock: _Clock, gpu: str,
            tally: Tally) -> tuple[dict[str, np.ndarray], Any]:
-    """The step time of rows g: (the rows with a finite step, with what choosing among them
-    needs, `at` indexing their timing breakdown; the breakdown). Rows without a finite step are
-    excluded (NO_LINK), the others counted physically feasible. `_described` adds the rest of
-    a row's figures to the few rows the search keeps."""
+    """The step time of rows g on one group's clock (`_runs` of `timed.time_many`)."""
+    return _runs(g, time_many(req, [(g, clock, None)])[0], gpu, tally)
+
+
+def _runs(g: dict[str, np.ndarray], t: Timing, gpu: str,
+          tally: Tally) -> tuple[dict[str, np.ndarray], Timing]:
+    """Rows g with their step time t: (the rows with a finite step, with what choosing among
+    them needs, `at` indexing their timing breakdown; the breakdown). Rows without a finite
+    step are excluded (NO_LINK), the others counted physically feasible. `_described` adds
+    the rest of a row's figures to the few rows the search keeps."""
     n = g["gpus"].shape
-    g["stack"] = np.full(n, clock.stack)
-    t = time_per_step(req.model, replace(_layout(g, req), stack=g["stack"]), clock.hw,
-                      clock.eff, g["host_traffic"])
-    for key, value in (("tokens_per_s", t.tokens_per_s), ("step_s", t.step_s),
-                       ("dp_exposed", t.dp_comm_s),
-                       ("floor_s", t.compute_s + t.memory_s + t.overhead_s + t.optimizer_s)):
-        g[key] = np.broadcast_to(np.asarray(value, dtype=float), n).copy()
+    g["stack"] = t.stack
+    g["tokens_per_s"], g["step_s"] = t.full("tokens_per_s"), t.full("step_s")
+    g["dp_exposed"] = t.full("dp_comm_s")
+    g["floor_s"] = (t.full("compute_s") + t.full("memory_s") + t.full("overhead_s")
+                    + t.full("optimizer_s"))
     g["at"] = np.arange(n[0])
     ok = tally.apply(gpu, np.ones(n, dtype=bool), [fz.runs_check(g["step_s"], g["tokens_per_s"])])
     tally.physically_feasible += int(ok.sum())
@@ -252,13 +342,12 @@ _DESCRIBED = ("mfu", "compute_s", "memory_s", "overhead_s", "optimizer_s", "tp_c
               "matmul_efficiency")
 
 
-def _described(g: dict[str, np.ndarray], t: Any, clock: _Clock) -> dict[str, np.ndarray]:
+def _described(g: dict[str, np.ndarray], t: Timing, clock: _Clock) -> dict[str, np.ndarray]:
     """Rows g of `_timed` with MFU, bottleneck, small micro-batch, the efficiency's guess flag
     and the interval's factors, read from their breakdown t (row `at`); elementwise, so the
     same figures as computing them over every timed row."""
-    shape, at = np.shape(t.step_s), g["at"]
-    sub = SimpleNamespace(**{k: np.broadcast_to(np.asarray(getattr(t, k)), shape)[at]
-                             for k in _DESCRIBED})
+    at = g["at"]
+    sub = SimpleNamespace(**{k: t.pick(k, at) for k in _DESCRIBED})
     n = at.shape
     for key, value, dtype in (
             ("mfu", sub.mfu, float), ("bottleneck", fz.bottleneck(sub), np.intp),

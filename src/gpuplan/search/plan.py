@@ -35,6 +35,7 @@ from .groups import (  # noqa: F401  (re-exported: tests and benchmarks reach th
     _layout,
     _take,
     evaluate_group,
+    evaluate_groups,
     fastest_per_count,
     layout_table,
 )
@@ -208,13 +209,10 @@ def _evaluated(cat: Catalog, req: Request, planned: list[_Group], axes: Any,
     sizes = [p.accelerator.memory_bytes for g in planned for p in g.plats
              if p.accelerator is not None]
     table = layout_table(req, all_counts, axes, min(sizes, default=math.inf))
-    groups: list[Any] = []
-    for i, grp in enumerate(planned):
-        if progress:
-            progress(i, len(planned))
-        part = Tally()
-        groups.append(None if grp.counts.size == 0 else (
-            evaluate_group(req, cat, grp.plats, grp.counts, axes, part, table), part))
+    jobs = [(grp.plats, grp.counts, Tally()) for grp in planned if grp.counts.size]
+    done = iter(zip(evaluate_groups(req, cat, jobs, table, progress=progress),
+                    [j[2] for j in jobs], strict=True))
+    groups: list[Any] = [None if grp.counts.size == 0 else next(done) for grp in planned]
     entry = cache.Entry(catalog=cat, table=table, groups=tuple(groups))
     if store is not None and shape is not None:
         store.put(shape, entry)
@@ -278,16 +276,10 @@ def at_size(cat: Catalog, req: Request, plat: Platform, gpus: int, mode: str,
     None, or a count it lacks: a table of its own."""
     if plat.max_gpus and gpus > plat.max_gpus:
         return SizeResult(gpus=gpus, feasible=False, reason=fz.OFFER_CAP)
-    axes = model_axes(req.model, req.seq_len, precisions=precisions, counts=[gpus])
-    tally = Tally()
-    shared = table is not None and gpus in table.position
-    g = evaluate_group(req, cat, [plat], np.array([gpus]), axes, tally,
-                       table if shared else None, axes.precision if shared else None)
-    if g["gpus"].size == 0:
-        # the binding reason is the last check that excluded anything (all layouts that
-        # passed the earlier checks failed it), not the most frequent one
-        reason = next((c for c in reversed(fz.ORDER) if tally.total.get(c)), fz.LAYOUT)
+    g, reason = _size_physics(cat, req, plat, gpus, precisions, table)
+    if reason is not None:
         return SizeResult(gpus=gpus, feasible=False, reason=reason)
+    tally = Tally()
     prices = [r for r in price_rows([plat], req.site) if r.mode == mode]
     if not prices:
         return SizeResult(gpus=gpus, feasible=False, reason=f"no_price_{mode}")
@@ -309,6 +301,29 @@ def at_size(cat: Catalog, req: Request, plat: Platform, gpus: int, mode: str,
         recompute=RECOMPUTE[int(rows["recompute"][0])],
         memory_gib_per_gpu=float(rows["memory_bytes"][0]) / GiB,
         cash_up_front_usd=gpus * float(prices[0].at(gpus)[1]))
+
+
+def _size_physics(cat: Catalog, req: Request, plat: Platform, gpus: int,
+                  precisions: tuple[str, ...], table: LayoutTable | None
+                  ) -> tuple[dict[str, np.ndarray], str | None]:
+    """The fastest layout of `gpus` GPUs on `plat` (`evaluate_group`), or the reason none runs.
+    Kept in the search's table (`LayoutTable.sizes`), which holds what depends on the request
+    shape alone: later plans of the same shape (search.cache) reuse it."""
+    key = (plat.label, plat.physics_key, gpus, precisions)
+    if table is not None and key in table.sizes:
+        return table.sizes[key]
+    axes = model_axes(req.model, req.seq_len, precisions=precisions, counts=[gpus])
+    tally = Tally()
+    shared = table is not None and gpus in table.position
+    g = evaluate_group(req, cat, [plat], np.array([gpus]), axes, tally,
+                       table if shared else None, axes.precision if shared else None)
+    # the binding reason is the last check that excluded anything (all layouts that passed
+    # the earlier checks failed it), not the most frequent one
+    reason = (None if g["gpus"].size else
+              next((c for c in reversed(fz.ORDER) if tally.total.get(c)), fz.LAYOUT))
+    if table is not None:
+        table.sizes[key] = (g, reason)
+    return g, reason
 
 
 def _layout_key(r: SizeResult) -> tuple:

@@ -28,9 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from ..estimators import memory
 from ..spec import O_ACTIVATIONS, O_GRADS, O_OPTIMIZER, O_PARAMS, R_FULL, R_NONE, R_OP, Layout
 from . import feasibility as fz
-from .evaluate import Site, memory_per_gpu
+from .evaluate import Site
 from .hardware import host_memory_per_gpu
 from .platforms import Platform
 
@@ -93,7 +94,8 @@ def extra_rows(ex: dict[str, np.ndarray], counts: np.ndarray, kinds: tuple[int, 
                           [np.zeros(0, dtype=np.int64)]).astype(np.int64)
 
 
-# the per-row fields of a variant row that `sized` adds beside the grid's fields
+# the per-row fields of a variant row that `sized` adds beside the grid's fields (the
+# MemoryBreakdown fields total, offloaded and host_traffic)
 SIZED = ("memory_bytes", "offloaded", "host_traffic")
 
 
@@ -108,17 +110,30 @@ def sized(g: dict[str, np.ndarray], memory_bytes: np.ndarray, smallest_gpu_bytes
     if extra["gpus"].size:
         ok = layout(extra).valid_mask(model)
         extra = {k: v[ok] for k, v in extra.items()}
-    shape = extra["gpus"].shape
-    if extra["gpus"].size:
-        bd = memory_per_gpu(model, layout(extra), site)
-        for k, part in zip(SIZED, (bd.total, bd.offloaded, bd.host_traffic), strict=True):
-            extra[k] = np.broadcast_to(np.asarray(part, dtype=float), shape).copy()
-    else:
-        extra.update({k: np.zeros(0) for k in SIZED})
+    n = extra["gpus"].size
+    extra.update({k: np.zeros(n) for k in SIZED})
+    for lo in range(0, n, memory.CHUNK):
+        part = {k: v[lo:lo + memory.CHUNK] for k, v in extra.items()}
+        for k, v in zip(SIZED, most_loaded(model, layout(part), site), strict=True):
+            extra[k][lo:lo + memory.CHUNK] = v
     order = np.lexsort((extra["gpus"], extra["kind"]))  # kind-major, then by GPU count
     extra = {k: v[order] for k, v in extra.items()}
     extra["key"] = extra["kind"] * (1 << 40) + extra["gpus"]
     return extra
+
+
+def most_loaded(model: Any, layout: Layout, site: Site) -> tuple[np.ndarray, ...]:
+    """`memory_per_gpu(...)`'s total, offloaded and host_traffic alone: those of the stage
+    with the largest total (`memory.stage_breakdowns`; ties to the first, as
+    `memory.memory_breakdown` picks), without selecting its every other part."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        stages = memory.stage_breakdowns(model, layout,
+                                         runtime_overhead_bytes=site.runtime_overhead_bytes,
+                                         fragmentation=site.fragmentation,
+                                         stacks=site.stack_buffers)
+    pick = np.argmax(np.stack(np.broadcast_arrays(*(s.total for s in stages))), axis=0)
+    return tuple(np.choose(pick, [np.broadcast_to(getattr(s, k), pick.shape) for s in stages])
+                 for k in ("total", "offloaded", "host_traffic"))
 
 
 def checks(e: dict[str, np.ndarray], *, twin_memory_bytes: np.ndarray, capacity_bytes: float,
@@ -150,13 +165,9 @@ def candidates(table: Any, counts: np.ndarray, kinds: tuple[int, ...], *, plats:
     acc = plats[0].accelerator
     assert acc is not None
     ex = table.extra
-    sel = extra_rows(ex, counts, kinds) if ex else np.zeros(0, dtype=np.int64)
-    if precisions is not None:
-        sel = sel[np.isin(ex["precision"][sel], precisions)]
+    sel, e = _selected(table, counts, kinds, precisions)
     if sel.size == 0:
         return {k: np.zeros(0, dtype=table.g[k].dtype if k in table.g else float) for k in keys}
-    e = {k: ex[k][sel] for k in ("tp", "precision", "gpus", "kind", "twin", "memory_bytes",
-                                 "offloaded")}
     host = (min(host_memory_per_gpu(cat, acc, p) for p in plats)
             if np.any(e["offloaded"] > 0) else np.inf)
     keep = tally.apply(acc.id, np.ones(sel.size, dtype=bool), [
@@ -169,6 +180,25 @@ def candidates(table: Any, counts: np.ndarray, kinds: tuple[int, ...], *, plats:
     out = {k: ex[k][pick] for k in keys if k != "row"}
     out["row"] = np.full(pick.size, -1, dtype=np.int64)
     return {k: out[k] for k in keys}
+
+
+def _selected(table: Any, counts: np.ndarray, kinds: tuple[int, ...],
+              precisions: tuple[int, ...] | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The variant rows of these kinds, counts and precisions, and the fields the checks read;
+    kept in the table (`memo`, when it has one) for the other groups of the same counts."""
+    key = (counts.tobytes(), kinds, precisions)
+    memo = getattr(table, "memo", None)
+    if memo is not None and key in memo:
+        return memo[key]
+    ex = table.extra
+    sel = extra_rows(ex, counts, kinds) if ex else np.zeros(0, dtype=np.int64)
+    if precisions is not None:
+        sel = sel[np.isin(ex["precision"][sel], precisions)]
+    e = {k: ex[k][sel] for k in ("tp", "precision", "gpus", "kind", "twin", "memory_bytes",
+                                 "offloaded")} if sel.size else {}
+    if memo is not None:
+        memo[key] = (sel, e)
+    return sel, e
 
 
 # relative margin on the HSDP floor: sums of the same parts in another order differ by

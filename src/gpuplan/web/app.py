@@ -115,15 +115,19 @@ class Api:
             self.pool.shutdown(wait=wait, cancel_futures=True)
             self.pool = None
 
-    async def call(self, fn: Any, *args: Any, meta: dict[str, Any] | None = None) -> Any:
+    async def call(self, fn: Any, *args: Any, meta: dict[str, Any] | None = None,
+                   key: str | None = None) -> Any:
         """fn(*args) in the pool; `meta` receives the worker's search-cache state ('cache') and
-        the computation's CPU seconds ('cpu_s')."""
+        the computation's CPU seconds ('cpu_s'); `key`: a plan's request shape, for the pool
+        of worker processes to route it by (`worker.Routed`)."""
         if self.pending >= self.max_queue:
             raise RequestError(429, "the server is busy; try again in a moment")
         self.pending += 1
         pool = self._pool()
         try:
-            fut = asyncio.wrap_future(pool.submit(worker.call, fn, *args))
+            fut = asyncio.wrap_future(pool.submit(worker.call, fn, *args, key=key)
+                                      if isinstance(pool, worker.Routed) else
+                                      pool.submit(worker.call, fn, *args))
         except BrokenExecutor:
             self.pending -= 1
             raise self._broken(pool) from None
@@ -149,10 +153,10 @@ class Api:
     def _done(self) -> None:
         self.pending -= 1
 
-    async def handle(self, fn: Any, *args: Any) -> Response:
+    async def handle(self, fn: Any, *args: Any, key: str | None = None) -> Response:
         meta: dict[str, Any] = {}
         try:
-            value = await self.call(fn, *args, meta=meta)
+            value = await self.call(fn, *args, meta=meta, key=key)
             # the worker's CPU time (standard Server-Timing) and, for plans, whether the search
             # found its request shape in the worker's cache (hit or miss)
             headers = {"Server-Timing": f"cpu;dur={meta['cpu_s'] * 1e3:.1f}"}
@@ -183,6 +187,11 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return _error(exc.status_code, f"{exc.detail}: {request.method} {request.url.path}")
 
 
+def _key(command: str, body: dict[str, Any]) -> str | None:
+    """A plan's request shape, by which the worker processes route it (`worker.Routed`)."""
+    return worker.plan_key(body) if command == "plan" else None
+
+
 def create_app(time_limit_s: float = 20.0, workers: int | None = None,
                processes: bool = False) -> Starlette:
     """The app; `workers` computations at once (default: one per core), in worker processes
@@ -209,8 +218,8 @@ def create_app(time_limit_s: float = 20.0, workers: int | None = None,
         if request.query_params.get("charts") in ("1", "true"):
             from .views import VIEWS
 
-            return await api.handle(VIEWS[command], body)
-        return await api.handle(adapter.run, command, body)
+            return await api.handle(VIEWS[command], body, key=_key(command, body))
+        return await api.handle(adapter.run, command, body, key=_key(command, body))
 
     async def listing(request: Request) -> Response:
         what = request.path_params.get("what")

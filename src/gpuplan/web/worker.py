@@ -3,13 +3,14 @@
 A plan is about a quarter of a second of numpy over a few hundred thousand candidates, most
 of it in small Python-level steps that hold the GIL: threads in one process share one core, so
 eight concurrent plans on a thread pool wait about eight times as long as one. Worker
-processes use every core; each reads the catalog and builds the request parsers once, when it
-starts (`warm`), not per request. No answer is cached: every request is priced, constrained
-and ranked anew; each worker keeps the request-independent part of its plans (the layout table
-and each GPU group's fastest layouts, `search.cache`) for later plans of the same request shape
-(model, sequence, batch, filters, site...) with other tokens, deadline, budget or objective.
-GPUPLAN_SEARCH_CACHE=0 turns that off (the benchmark's baseline); the outcome of each call says
-whether its plan search found its shape there (`cache_state`) and the CPU time it took.
+processes use every core; each reads the catalog, builds the request parsers and plans the
+page's default request once, when it starts (`warm`, `rehearse`), not per request. No answer
+is cached: every request is priced, constrained and ranked anew; each worker keeps the
+request-independent part of its plans (the layout table and each GPU group's fastest
+layouts, `search.cache`) for later plans of the same request shape (model, sequence, batch,
+filters, site...) with other tokens, deadline, budget or objective. GPUPLAN_SEARCH_CACHE=0
+turns that off (the benchmark's baseline); the outcome of each call says whether its plan
+search found its shape there (`cache_state`) and the CPU time it took.
 
 `call(fn, *args)` runs in a worker and returns a picklable outcome instead of raising, so a
 `RequestError` (status and the CLI's line) or a bug's class name crosses the process boundary
@@ -23,7 +24,8 @@ import os
 import signal
 import threading
 import time
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from collections import OrderedDict
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any
 
 from .adapter import RequestError
@@ -66,6 +68,25 @@ def warm() -> None:
         from ..search import cache
 
         cache.install(cache.SearchCache(CACHE_BYTES))
+    rehearse()
+
+
+# The page's first request (static/index.html: its default model and tokens)
+WARM_PLAN = {"model": "llama3-8b", "tokens": "1T"}
+
+
+def rehearse() -> None:
+    """Plan the page's default request once, at start: a process's first plan costs about a
+    third more than the next ones (the allocator's first large blocks, the catalog tables each
+    search reads, numpy's first calls), and the page's first answer -- what every visitor asks
+    first -- is then in the search cache, when it is on. Never fails the start."""
+    from . import adapter
+
+    try:
+        adapter.run("plan", dict(WARM_PLAN))
+    except Exception:  # noqa: BLE001  (a warm-up; a real request reports its own error)
+        pass
+    cache_state()  # the rehearsal is no request's
 
 
 def cache_state() -> str:
@@ -112,5 +133,70 @@ def make_pool(workers: int, processes: bool) -> Executor:
     """`workers` processes (spawned: the server process has threads, so no fork) or threads."""
     if not processes:
         return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuplan-web")
-    return ProcessPoolExecutor(max_workers=workers, initializer=warm,
-                               mp_context=multiprocessing.get_context("spawn"))
+    return Routed(workers)
+
+
+class Routed(Executor):
+    """Worker processes, each behind an executor of its own, and a choice of worker per call:
+    a call with a `key` (a plan's request shape, `plan_key`) goes to the worker that last took
+    that key -- its search cache holds the shape, or is filling it -- unless that worker has
+    more calls waiting than the least busy one plus one; every other call goes to the least
+    busy worker. Plans of one shape then mostly meet the search their worker keeps, and no
+    worker waits idle while calls queue on the other."""
+
+    AFFINITY = 1024  # request shapes remembered (least recently used forgotten)
+
+    def __init__(self, workers: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.pools = [ProcessPoolExecutor(max_workers=1, initializer=warm, mp_context=context)
+                      for _ in range(workers)]
+        self.pending = [0] * workers
+        self.affinity: OrderedDict[str, int] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future:
+        key = kwargs.pop("key", None)
+        with self.lock:
+            w = self._choose(key)
+            self.pending[w] += 1
+        try:
+            fut = self.pools[w].submit(fn, *args, **kwargs)
+        except BaseException:
+            self._done(w)
+            raise
+        fut.add_done_callback(lambda _: self._done(w))
+        return fut
+
+    def _choose(self, key: str | None) -> int:
+        least = min(range(len(self.pools)), key=self.pending.__getitem__)
+        w = self.affinity.get(key, least) if key is not None else least
+        if self.pending[w] > self.pending[least] + 1:
+            w = least
+        if key is not None:
+            self.affinity[key] = w
+            self.affinity.move_to_end(key)
+            while len(self.affinity) > self.AFFINITY:
+                self.affinity.popitem(last=False)
+        return w
+
+    def _done(self, w: int) -> None:
+        with self.lock:
+            self.pending[w] -= 1
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        for pool in self.pools:
+            pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+# the request fields only pricing, constraints and ranking read (search.cache.shape_of)
+_NOT_SHAPE = ("tokens", "deadline_days", "budget_usd", "objective", "top")
+
+
+def plan_key(body: dict[str, Any]) -> str:
+    """A plan request's shape, as `Routed` routes it: the body without the fields that the
+    search cache's key blanks (its shape can still differ from the cache's, e.g. an alias:
+    only where the plan is searched depends on it, never its answer)."""
+    import json
+
+    return json.dumps({k: v for k, v in body.items() if k not in _NOT_SHAPE}, sort_keys=True,
+                      default=str)
