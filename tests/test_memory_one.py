@@ -1,8 +1,8 @@
 """The scalar memory path (`estimators.memory_one.memory_breakdown_one`) equals the vectorized
 model (`memory.memory_breakdown`) on random configurations, field by field, to 1e-9 relative
 (issue #12): every layout dimension (tp, pp, uneven and explicit stages, vpp, cp, ep, ZeRO,
-HSDP shard groups, recompute modes and modules, offload parts, 1F1B and DualPipe), fine-tuning
-methods (with each stack's adapter dtype and loss chunks), precisions (FP8 under each stack's
+HSDP shard groups, recompute modes and modules, offload parts and the activations of the
+first N layers, 1F1B and DualPipe), fine-tuning methods (with each stack's adapter dtype and loss chunks), precisions (FP8 under each stack's
 primary weights and GEMM inputs), optimizers, every software stack, a compiled loss, and
 SwiGLU, GELU and squared-ReLU MLPs, and the run's memory options (BF16 moments, DeepSeek-V3's
 FP8 activation cache, a parameter EMA on the GPU or the host) with the mla_up_proj module on
@@ -49,6 +49,13 @@ def cat():
     return load_catalog()
 
 
+def _offload_layers(model, state, *salt):
+    """The activations of the first N layers (0 = all), half the time; drawn from a generator
+    of its own so that the cases drawn before it was added stay the same."""
+    own = np.random.default_rng([*salt, int(state["state"]["state"] % 2**32)])
+    return int(own.integers(1, model.layers)) if own.random() < 0.5 else 0
+
+
 def _random_case(cat, rng):
     model = tuned(_model(cat, rng), rng, METHODS)
     pp, vpp, first, last = stages(model, rng)
@@ -66,6 +73,7 @@ def _random_case(cat, rng):
                  dropout=bool(rng.random() < 0.3), stack=int(rng.integers(0, len(STACKS))),
                  offload=int(rng.integers(0, 1 << len(OFFLOAD_PARTS))) if rng.random() < 0.3
                  else 0, first_stage_layers=first, last_stage_layers=last,
+                 offload_layers=_offload_layers(model, rng.bit_generator.state, dp, mb),
                  shard_group=int(rng.choice([0, 0, 2, 8, 16])) if zero and dp * cp > 1 else 0,
                  recompute_modules=int(rng.integers(1, 64)),
                  recompute_every=int(rng.choice([1, 2, 4])),
@@ -106,6 +114,7 @@ def test_scalar_memory_equals_the_vectorized_model_on_random_configurations(cat,
                  for _ in (1,) if opts} | {("ema", opts[2]) for _ in (1,) if opts}
         seen |= {("mla_up", model.is_mla, bool(lay.recompute_modules & 32)
                   and lay.recompute == R_MODULES)}
+        seen |= {("offload_layers", bool(lay.offload & 8), lay.offload_layers > 0)}
         seen |= {("stack", lay.stack, lay.precision == FP8), ("dualpipe", lay.schedule),
                  ("compiled", loss), ("mlp", model.mlp), ("tuned", lay.stack, one.tuned)}
     # the generator reaches every stack with and without FP8 and with a fine-tuned model,
@@ -113,7 +122,7 @@ def test_scalar_memory_equals_the_vectorized_model_on_random_configurations(cat,
     want = {("stack", s, f8) for s in range(len(STACKS)) for f8 in (False, True)} | {
         ("tuned", s, True) for s in range(len(STACKS))} | {
         ("dualpipe", S_DUALPIPE), ("dualpipe", S_1F1B), ("compiled", True), ("compiled", False),
-        ("mlp", "swiglu"), ("mlp", "gelu"), ("mlp", "relu2")}
+        ("mlp", "swiglu"), ("mlp", "gelu"), ("mlp", "relu2"), ("offload_layers", True, True)}
     if stacks == "catalog":  # and the memory options, on MLA and other models (#11)
         want |= {("ema", e) for e in ("none", "gpu", "host")} | {
             ("opts", "bf16", "fp8", True, True), ("opts", "fp32", "stack", False, True),

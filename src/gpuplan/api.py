@@ -106,7 +106,8 @@ def _layout(model: ModelSpec, *, gpus: int | None, tp: int, pp: int, cp: int, ep
             recompute: str, offload: Any, sp: bool, flash_attention: bool, dropout: bool,
             stack: str = "megatron", shard_group: int = 0, recompute_modules: Any = None,
             recompute_every: int = 1, first_stage_layers: int = 0,
-            last_stage_layers: int = 0, schedule: str = "1f1b") -> tuple[Any, int]:
+            last_stage_layers: int = 0, schedule: str = "1f1b",
+            offload_layers: int = 0) -> tuple[Any, int]:
     from .spec import (
         OPTIMIZERS,
         PRECISIONS,
@@ -151,6 +152,7 @@ def _layout(model: ModelSpec, *, gpus: int | None, tp: int, pp: int, cp: int, ep
         precision=code(PRECISIONS, precision.lower(), "precision"),
         optimizer=code(OPTIMIZERS, optimizer.lower(), "optimizer"),
         sp=sp, flash=flash_attention, offload=offload_code(offload), dropout=dropout,
+        offload_layers=offload_layers,
         stack=code(STACKS, (stack or "megatron").lower(), "software stack"),
         first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers,
         schedule=code(SCHEDULES, (schedule or "1f1b").lower(), "pipeline schedule"))
@@ -206,7 +208,8 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
              vpp: int = 1, zero: int = 0, fsdp: bool = False, micro_batch: int = 1,
              global_batch: int | None = None, seq_len: int | None = None,
              precision: str = "bf16", optimizer: str = "adamw", recompute: str = "none",
-             offload: bool | str | Sequence[str] = False, sp: bool = True,
+             offload: bool | str | Sequence[str] = False, offload_layers: int = 0,
+             sp: bool = True,
              flash_attention: bool = True, dropout: bool = False, stack: str = "megatron",
              shard_group: int = 0, recompute_modules: str | Sequence[str] | None = None,
              recompute_every: int = 1,
@@ -246,7 +249,8 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
                         flash_attention=flash_attention, dropout=dropout, stack=stack,
                         shard_group=shard_group, recompute_modules=recompute_modules,
                         recompute_every=recompute_every, first_stage_layers=first_stage_layers,
-                        last_stage_layers=last_stage_layers, schedule=schedule)
+                        last_stage_layers=last_stage_layers, schedule=schedule,
+                        offload_layers=offload_layers)
     if offer and usd_per_gpu_hour is not None:
         raise ConfigError("give either --offer or --usd-per-gpu-hour, not both")
     value = _tokens(tokens)

@@ -41,7 +41,7 @@ MODEL_MAX = {"layers": MAX_LAYERS, "hidden": MAX_WIDTH, "heads": MAX_WIDTH,
 LAYOUT_NAMES = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep", "vpp": "vpp",
                 "zero": "zero", "mb": "micro_batch", "gb": "global_batch", "seq": "seq_len",
                 "first": "first_stage_layers", "last": "last_stage_layers",
-                "sg": "shard_group", "offl": "offload", "rcm": "recompute",
+                "sg": "shard_group", "offl": "offload", "offn": "offload_layers", "rcm": "recompute",
                 "rmods": "recompute_modules", "rk": "recompute_every"}
 
 
@@ -64,6 +64,7 @@ class LayoutArrays:
     last: Any  # on the last stage
     sg: Any
     offl: Any
+    offn: Any  # offload_layers (0 = every layer)
     rcm: Any
     rmods: Any
     rk: Any
@@ -133,7 +134,7 @@ def _rules(v: LayoutArrays, m: Any, gpus: int | None) -> Iterator[tuple[str, Any
 
 # Codes of spec.RECOMPUTE / OFFLOAD_PARTS / RECOMPUTE_MODULES (rules sit below spec).
 _R_FULL, _R_MODULES, _N_RECOMPUTE = 2, 4, 5
-_O_PARAMS, _O_GRADS, _N_OFFLOAD = 2, 4, 16
+_O_PARAMS, _O_GRADS, _O_ACTIVATIONS, _N_OFFLOAD = 2, 4, 8, 16
 _M_MOE_PARTS, _M_MLA_UP_PROJ, _N_MODULES = 4 | 8, 32, 64
 
 
@@ -145,6 +146,8 @@ def _sharding_rules(v: LayoutArrays, m: Any) -> Iterator[tuple[str, Any]]:
     yield "offload_range", (v.offl >= 0) & (v.offl < _N_OFFLOAD)
     yield "offload_params", ((v.offl & _O_PARAMS) == 0) | (v.zero == 3)
     yield "offload_grads", ((v.offl & _O_GRADS) == 0) | (v.zero >= 2)
+    yield "offload_layers", (v.offn >= 0) & (v.offn < m.layers)  # Megatron-Core's range
+    yield "offload_layers_acts", (v.offn == 0) | ((v.offl & _O_ACTIVATIONS) != 0)
     yield "recompute_range", (v.rcm >= 0) & (v.rcm < _N_RECOMPUTE)
     other = v.rcm != _R_MODULES  # not `~(==)`: a Python bool inverts to -1 or -2
     yield "modules_range", other | ((v.rmods >= 1) & (v.rmods < _N_MODULES))
@@ -253,6 +256,12 @@ _MESSAGES: dict[str, _Msg] = {
     "offload_grads": lambda v, m, g: (
         "offloading gradients needs --zero 2 or 3 (they are offloaded shard by shard): add "
         "--zero 2"),
+    "offload_layers": lambda v, m, g: (
+        f"--offload-layers must be from 1 to {m.layers - 1} (fewer than the model's {m.layers} "
+        f"layers, as Megatron-Core's cpu_offloading_num_layers; 0 = all), got {_n(v['offn'])}"),
+    "offload_layers_acts": lambda v, m, g: (
+        f"--offload-layers {_n(v['offn'])} offloads those layers' activations: add --offload "
+        f"activations"),
     "recompute_range": lambda v, m, g: f"unknown recompute code {_n(v['rcm'])}",
     "modules_range": lambda v, m, g: (
         "--recompute modules needs at least one module: give --recompute-modules, e.g. "

@@ -355,6 +355,9 @@ class Layout:
     sp: Any = True  # sequence parallelism (only has an effect when tp > 1)
     flash: Any = True  # flash attention
     offload: Any = False  # bitmask of OFFLOAD_PARTS; True (= 1) is the optimizer state
+    # with activations offloaded: only the first N decoder layers of each pipeline rank
+    # (Megatron-Core cpu_offloading_num_layers; `estimators.recompute`); 0 = every layer
+    offload_layers: Any = 0
     dropout: Any = False
     stack: Any = 0  # code into STACKS (0 = megatron)
     schedule: Any = S_1F1B  # code into SCHEDULES

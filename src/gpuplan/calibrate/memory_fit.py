@@ -57,7 +57,8 @@ def run_fit(cat: Catalog, model: ModelSpec, layout: Layout, gpus: int, capacity_
 
 # The memory settings a source states beside the layout, each in its own column of
 # published_runs.csv (empty = the stack's default): Megatron-LM --recompute-modules (with
-# recompute = modules), the parts offloaded to host memory (`gpuplan estimate --offload`), the
+# recompute = modules), the parts offloaded to host memory (`gpuplan estimate --offload`;
+# 'activations:N' = --offload-layers N, `offload_field`), the
 # decoder layers of the first / last pipeline stage (--first-stage-layers, --last-stage-layers),
 # and `gpuplan estimate` --grad-reduce-dtype, --moments-dtype and --activation-cache.
 MEMORY_OPTIONS = ("grad_reduce_dtype", "moments_dtype", "activation_cache")
@@ -69,10 +70,27 @@ def layout_fields(row: dict[str, str]) -> dict[str, int]:
     if bool(mods) != (row.get("recompute") == "modules"):
         raise CatalogError("recompute = modules needs recompute_modules (Megatron-LM's names, "
                            "e.g. 'mla_up_proj'), and recompute_modules needs recompute = modules")
-    out = {"offload": offload_code(row.get("offload", "").strip()),
+    off, n = offload_field(row.get("offload", ""))
+    out = {"offload": off, "offload_layers": n,
            "first_stage_layers": int_field(row, "first_stage_layers"),
            "last_stage_layers": int_field(row, "last_stage_layers")}
     return {**out, "recompute_modules": modules_code(mods)} if mods else out
+
+
+def offload_field(text: str) -> tuple[int, int]:
+    """The offload column: part names as `gpuplan estimate --offload` ('optimizer,grads'), the
+    activations part optionally with its layer count, 'activations:40' (--offload-layers 40,
+    Megatron-Core cpu_offloading_num_layers) -> (offload bitmask, offload_layers)."""
+    parts, n = [], 0
+    for raw in text.split(","):
+        name, sep, count = raw.strip().partition(":")
+        if sep:
+            if name.strip() != "activations" or not count.strip().isdigit():
+                raise CatalogError(f"offload {raw.strip()!r}: only activations takes a layer "
+                                   f"count, e.g. 'activations:40'")
+            n = int(count)
+        parts.append(name)
+    return offload_code(",".join(p for p in parts if p.strip())), n
 
 
 def memory_options(row: dict[str, str]) -> tuple[str | None, str | None, str | None]:

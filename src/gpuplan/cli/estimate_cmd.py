@@ -73,6 +73,9 @@ def register(sub: Any) -> None:
     g.add_argument("--offload", nargs="?", const="optimizer", default="", metavar="PARTS",
                    help="to host memory: optimizer (alone: the default), params, grads, "
                    "activations (comma-separated)")
+    g.add_argument("--offload-layers", type=positive_int, default=0, metavar="N",
+                   help="with --offload activations: only the first N layers of each pipeline "
+                   "stage (Megatron-Core cpu_offloading_num_layers; default all)")
     g.add_argument("--shard-group", type=positive_int, default=0, metavar="N",
                    help="with --zero: shard within groups of N data-parallel ranks and "
                    "replicate across them (HSDP; default: all ranks)")
@@ -122,7 +125,8 @@ def estimate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         gpu=args.gpu, gpus=args.gpus, tp=args.tp, pp=args.pp, cp=args.cp, ep=args.ep,
         dp=args.dp, vpp=args.vpp, zero=args.zero, fsdp=args.fsdp, micro_batch=args.micro_batch,
         precision=args.precision, optimizer=args.optimizer, recompute=args.recompute,
-        offload=args.offload, shard_group=args.shard_group,
+        offload=args.offload, offload_layers=getattr(args, "offload_layers", 0),
+        shard_group=args.shard_group,
         recompute_modules=args.recompute_modules, recompute_every=args.recompute_every,
         sp=not args.no_sp, flash_attention=not args.no_flash_attention,
         dropout=args.dropout, stack=args.stack, first_stage_layers=args.first_stage_layers,

@@ -107,6 +107,7 @@ from .activations import (
 from .buffers import logits_bytes
 from .recompute import (
     offload_state,
+    offload_share,
     offloaded_activations,
     stored_bytes,
     transient_bytes,
@@ -367,6 +368,19 @@ def _per_layer(model: ModelSpec, L: Layout, sb: dict[str, Any]) -> _PerLayer:
                          / np.where(L.sp, tp, 1), precision=kw["precision"]))
 
 
+def _offload_acts(d: dict[str, Any], L: Layout, P: Any, m: Any, held: Any, stored: Any,
+                  kept: Any, layer: Any) -> Any:
+    """Activation offload of a rank (`recompute.offloaded_activations`; with offload_layers,
+    the first ones of its layers, `recompute.offload_share`): the bytes leaving the GPU, added
+    to `d`'s offloaded; each micro-batch's saved bytes of those layers go out and come back
+    over the host link (`host_traffic`)."""
+    share = offload_share(L.offload_layers, P.dense_layers + P.moe_layers)
+    gone = offloaded_activations(L.offload, layer, kept, held * stored * share)
+    d["offloaded"] = d["offloaded"] + gone
+    d["host_traffic"] = d["host_traffic"] + np.where(gone > 0, 2.0 * m * (stored * share), 0.0)
+    return gone
+
+
 def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
                  fragmentation: float, stacks: bufm.StackBuffers | None = None
                  ) -> tuple[dict[str, Any], ...]:
@@ -412,10 +426,8 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
         d["logits"] = np.where(last, head, 0.0)
         layer = np.maximum(np.where(P.dense_layers > 0, acts.dense_stored, 0.0),
                            np.where(P.moe_layers > 0, acts.moe_stored, 0.0))
-        gone = offloaded_activations(L.offload, layer, kept)
-        d["activations"] = kept - gone + transient
-        d["offloaded"] = d["offloaded"] + gone
-        d["host_traffic"] = d["host_traffic"] + np.where(gone > 0, 2.0 * m * stored, 0.0)
+        d["activations"] = kept - _offload_acts(d, L, P, m, held, stored, kept, layer) \
+            + transient
         tensors = sum(d[k] for k in _ALLOCATED)
         # the loss phase and the layer-backward phase peak apart (module docstring)
         d["loss_overlap"] = np.minimum(d["logits"], transient)

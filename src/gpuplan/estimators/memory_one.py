@@ -356,16 +356,27 @@ def _stage_dicts(model: ModelSpec, layout: Any, c: dict[str, Any], runtime: floa
         d["logits"] = head if last else 0.0
         layer = mx(acts["dense_stored"] if dense_on else 0.0,
                    acts["moe_stored"] if moe_on else 0.0)
-        _close(d, c, m, kept, layer, stored, transient, runtime, fragmentation)
+        share = _share(c["offload_layers"], P.dense_layers + P.moe_layers)
+        _close(d, c, m, (kept, held * stored * share), layer, stored * share, transient,
+               runtime, fragmentation)
         out.append(d)
     return out
 
 
-def _close(d: dict[str, Any], c: dict[str, Any], m: float, kept: float, layer: float,
-           stored: float, transient: float, runtime: float, fragmentation: float) -> None:
-    """memory._stage_dicts' end: activation offload, the two phases' overlap (`loss_overlap`),
-    then the allocator's and the runtime's lines and the totals, into `d`."""
-    gone = (kept - mn(ACT_OFFLOAD_RESIDENT * layer, kept)  # offloaded_activations
+def _share(n: Any, layers: float) -> float:
+    """recompute.offload_share."""
+    n = float(n)
+    return mn(n, layers) / mx(layers, 1.0) if n > 0 else 1.0
+
+
+def _close(d: dict[str, Any], c: dict[str, Any], m: float, kept_chosen: tuple[float, float],
+           layer: float, stored: float, transient: float, runtime: float,
+           fragmentation: float) -> None:
+    """memory._stage_dicts' end: activation offload (`kept_chosen`: the kept bytes and those
+    of the offloaded layers; `stored`: a micro-batch's offloaded bytes), the two phases'
+    overlap (`loss_overlap`), then the allocator's and the runtime's lines and the totals."""
+    kept, chosen = kept_chosen
+    gone = (mn(chosen, kept - mn(ACT_OFFLOAD_RESIDENT * layer, kept))  # offloaded_activations
             if int(c["offload"]) & O_ACTIVATIONS else 0.0)
     d["activations"] = kept - gone + transient
     d["offloaded"] = d["offloaded"] + gone

@@ -32,7 +32,14 @@ cannot disagree. Codes are `spec.RECOMPUTE`, `spec.RECOMPUTE_MODULES` and `spec.
   (ZeRO-Infinity offload_param, Rajbhandari et al. 2021, arXiv 2104.07857; FSDP CPUOffload),
   grads (ZeRO-Offload's gradient partitions), activations (Megatron-LM/NeMo activation offload:
   each layer's saved tensors leave for host memory after its forward and return for its
-  backward; ACT_OFFLOAD_RESIDENT layers stay on the GPU).
+  backward; ACT_OFFLOAD_RESIDENT layers stay on the GPU). `Layout.offload_layers` = k > 0
+  offloads only the first k layers of each pipeline rank (Megatron-Core cpu_offloading_num_layers,
+  Megatron-LM d98e8a64dd: transformer_block.py L308 passes it to TransformerEngine's
+  get_cpu_offload_context, whose SynchronizedGroupOffloadHandler.tensor_push offloads the saved
+  tensors of layer groups with index < num_offload_group, counted per TransformerBlock forward,
+  i.e. per rank; transformer_config.py L1885 requires 0 <= k < num_layers, so the last layer
+  always stays; the later layers stay on the GPU, `offload_share`; Megatron-Bridge
+  scripts/performance/utils/helpers.py sets cpu_offloading with weights not offloaded).
 """
 
 from __future__ import annotations
@@ -61,7 +68,7 @@ from ..spec import (
 
 __all__ = ["ACT_OFFLOAD_RESIDENT", "OFFLOAD_OVERLAP", "bit", "full_share", "host_traffic",
            "mla_up_fwd_flops", "module_bits", "op_saved_widths", "op_recompute_fwd_flops",
-           "offload_bits", "stored_bytes", "transient_bytes"]
+           "offload_bits", "offload_share", "offloaded_activations", "stored_bytes", "transient_bytes"]
 
 # Activation offload keeps the layer being computed and the one whose transfer is in flight
 # on the GPU (Megatron-LM's cpu_offloading double buffer; our reading, an assumption).
@@ -197,11 +204,21 @@ def transient_bytes(acts: Any, rc: Any, modules: Any = 1, every: Any = 1,
                           acts.none - stored_bytes(acts, rc, modules, every, moe)])
 
 
-def offloaded_activations(offload: Any, layer_bytes: Any, kept: Any) -> Any:
+def offload_share(offload_layers: Any, stage_layers: Any) -> Any:
+    """Share of a rank's decoder layers whose activations go to host memory: the first
+    `offload_layers` of its `stage_layers` (0 = every layer, share 1)."""
+    n = np.asarray(offload_layers, dtype=float)
+    per = np.minimum(n, stage_layers) / np.maximum(stage_layers, 1.0)
+    return np.where(n > 0, per, 1.0)
+
+
+def offloaded_activations(offload: Any, layer_bytes: Any, kept: Any, chosen: Any = None) -> Any:
     """Saved activation bytes that activation offload moves to host memory: all `kept` but
-    ACT_OFFLOAD_RESIDENT layers of `layer_bytes`."""
+    ACT_OFFLOAD_RESIDENT layers of `layer_bytes`; at most `chosen` (the in-flight micro-
+    batches' bytes of the offloaded layers, `offload_share`; None = no limit)."""
     resident = np.minimum(ACT_OFFLOAD_RESIDENT * layer_bytes, kept)
-    return np.where(offload_bits(offload)["activations"], kept - resident, 0.0)
+    gone = kept - resident if chosen is None else np.minimum(chosen, kept - resident)
+    return np.where(offload_bits(offload)["activations"], gone, 0.0)
 
 
 def offload_state(offload: Any, zero: Any, m: Any, *, weights: Any, grads: Any, accum: Any,

@@ -82,6 +82,8 @@ def estimate_args(rec: Mapping[str, Any], *, model: Mapping[str, Any] | None = N
         out["offload"] = ",".join(rec["offload_parts"])
     elif rec.get("offload"):
         out["offload"] = True
+    if rec.get("offload_layers"):
+        out["offload_layers"] = rec["offload_layers"]
     if rec.get("shard_group"):
         out["shard_group"] = rec["shard_group"]
     if rec.get("recompute_modules"):

@@ -61,7 +61,10 @@ def _offloaded(lay: Any) -> str:
         return ""
     if parts == ("optimizer",):
         return "  optimizer offloaded to CPU"
-    return f"  offloaded to CPU: {', '.join(parts)}"
+    n = int(getattr(lay, "offload_layers", 0) or 0)
+    names = [f"{p} (first {n} layers per stage)" if p == "activations" and n else p
+             for p in parts]
+    return f"  offloaded to CPU: {', '.join(names)}"
 
 
 MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "other", "total")

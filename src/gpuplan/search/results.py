@@ -64,6 +64,7 @@ class LayoutInfo:
     # modules of recompute 'modules', and full recompute's every-k-th layer
     shard_group: int = 0
     offload_parts: tuple[str, ...] = ()
+    offload_layers: int = 0  # activations of only the first N layers per rank (0 = all)
     recompute_modules: tuple[str, ...] = ()
     recompute_every: int = 1
     # the pipeline schedule (spec.SCHEDULES) and the run's memory options

@@ -162,6 +162,7 @@ def _layout_info(layout: Layout) -> LayoutInfo:
         first_stage_layers=int(v["first_stage_layers"]),
         last_stage_layers=int(v["last_stage_layers"]),
         shard_group=int(v["shard_group"]), offload_parts=offload_names(int(v["offload"])),
+        offload_layers=int(v["offload_layers"]),
         recompute_modules=(module_names(int(v["recompute_modules"]))
                            if int(v["recompute"]) == R_MODULES else ()),
         recompute_every=int(v["recompute_every"]), schedule=SCHEDULES[int(v["schedule"])])
