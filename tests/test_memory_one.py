@@ -1,12 +1,12 @@
 """The scalar memory path (`estimators.memory_one.memory_breakdown_one`) equals the vectorized
 model (`memory.memory_breakdown`) on random configurations, field by field, to 1e-9 relative
-(issue #12): every layout dimension (tp, pp, uneven and explicit stages, vpp, cp, ep, ZeRO,
-HSDP shard groups, recompute modes and modules, offload parts and the activations of the
-first N layers, 1F1B and DualPipe), fine-tuning methods (with each stack's adapter dtype and loss chunks), precisions (FP8 under each stack's
-primary weights and GEMM inputs), optimizers, every software stack, a compiled loss, and
-SwiGLU, GELU and squared-ReLU MLPs, and the run's memory options (BF16 moments, DeepSeek-V3's
-FP8 activation cache, a parameter EMA on the GPU or the host) with the mla_up_proj module on
-MLA models (#11)."""
+(issue #12): every layout dimension (tp, pp, uneven and explicit stages, vpp, cp, ep, ZeRO, HSDP
+shard groups, recompute modes and modules, offload parts and the activations of the first N
+layers, 1F1B and DualPipe), fine-tuning methods (with each stack's adapter dtype and loss
+chunks), precisions (FP8 under each stack's primary weights and GEMM inputs), optimizers, every
+software stack, a compiled loss, and SwiGLU, GELU and squared-ReLU MLPs, and the run's memory
+options (BF16 moments, DeepSeek-V3's FP8 activation cache, a parameter EMA on the GPU or the
+host) with the mla_up_proj module on MLA models (#11)."""
 
 from __future__ import annotations
 

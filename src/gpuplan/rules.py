@@ -41,7 +41,8 @@ MODEL_MAX = {"layers": MAX_LAYERS, "hidden": MAX_WIDTH, "heads": MAX_WIDTH,
 LAYOUT_NAMES = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep", "vpp": "vpp",
                 "zero": "zero", "mb": "micro_batch", "gb": "global_batch", "seq": "seq_len",
                 "first": "first_stage_layers", "last": "last_stage_layers",
-                "sg": "shard_group", "offl": "offload", "offn": "offload_layers", "rcm": "recompute",
+                "sg": "shard_group", "offl": "offload", "offn": "offload_layers",
+                "rcm": "recompute",
                 "rmods": "recompute_modules", "rk": "recompute_every"}
 
 

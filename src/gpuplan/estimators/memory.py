@@ -106,8 +106,8 @@ from .activations import (
 )
 from .buffers import logits_bytes
 from .recompute import (
-    offload_state,
     offload_share,
+    offload_state,
     offloaded_activations,
     stored_bytes,
     transient_bytes,

@@ -68,7 +68,8 @@ from ..spec import (
 
 __all__ = ["ACT_OFFLOAD_RESIDENT", "OFFLOAD_OVERLAP", "bit", "full_share", "host_traffic",
            "mla_up_fwd_flops", "module_bits", "op_saved_widths", "op_recompute_fwd_flops",
-           "offload_bits", "offload_share", "offloaded_activations", "stored_bytes", "transient_bytes"]
+           "offload_bits", "offload_share", "offloaded_activations", "stored_bytes",
+           "transient_bytes"]
 
 # Activation offload keeps the layer being computed and the one whose transfer is in flight
 # on the GPU (Megatron-LM's cpu_offloading double buffer; our reading, an assumption).
