@@ -24,7 +24,7 @@ from gpuplan.validation import load_runs, run_spec, validate_runs
 # (reserved + runtime context, GiB) vs the GPU's, and why (`gpuplan validate` prints them).
 # Partial activation offload: Megatron-Core's cpu_offloading_num_layers offloads the activations
 # of the first k layers; the offload column records it as 'activations:k' (--offload-layers k).
-# With it the 405B run on 128 GB200 (95 of 126 layers) fits (124.3 / 185.0 GiB, was 304.2); the
+# With it the 405B run on 128 GB200 (95 of 126 layers) fits (126.2 / 185.0 GiB, was 304.2); the
 # Llama 3 70B runs still do not (they were 358.0 GiB with every activation on the GPU).
 NOT_FIT = {
     "llmfoundry-mpt3b-8xa100-80gb-bf16-s8192": "86.7 / 80.0 GiB, recorded (no checkpointing, no "
@@ -34,11 +34,11 @@ NOT_FIT = {
     "mbridge2606-gb200-llama31-405b-256-fp8": "193.0 / 185.0 GiB, recorded (no recompute, no "
     "offload, bf16 grad reduce): the memory model over-predicts by >= 4% with every setting "
     "stated",
-    "mbridge2604.01-gb200-llama3-70b-64-fp8": "198.4 / 185.0 GiB, recorded (activation offload "
+    "mbridge2604.01-gb200-llama3-70b-64-fp8": "202.4 / 185.0 GiB, recorded (activation offload "
     "of 40 of 80 layers, no recompute, bf16 grad reduce, Megatron FSDP): the memory model "
-    "over-predicts by >= 7% with every setting stated",
-    "mbridge2604.01-gb300-llama3-70b-64-fp8": "278.2 / 277.6 GiB, recorded (activation offload "
-    "of 20 of 80 layers, as above): over by 0.2%",
+    "over-predicts by >= 9% with every setting stated",
+    "mbridge2604.01-gb300-llama3-70b-64-fp8": "282.2 / 277.6 GiB, recorded (activation offload "
+    "of 20 of 80 layers, as above): over by >= 1.6%",
 }
 # Before the memory settings were recorded (defaults: no recompute, the stack's fp32 gradient
 # reduction and fp32 moments) 18 of the 104 current known runs were predicted not to fit.
@@ -80,8 +80,8 @@ def test_partial_activation_offload_runs(results):
     offload = {r["id"]: r["offload"] for r in load_runs()}
     part = [r for r in results if offload[r.id].startswith("activations:")]
     assert len(part) == 12
-    want = {"activations:95": (124.3, True), "activations:40": (198.4, False),
-            "activations:20": (278.2, False)}
+    want = {"activations:95": (126.2, True), "activations:40": (202.4, False),
+            "activations:20": (282.2, False)}
     for r in part:
         gib, fits = want[offload[r.id]]
         assert r.memory.memory_gib == pytest.approx(gib, abs=0.05), r.id
@@ -158,4 +158,4 @@ def test_validate_reports_the_fit_count(results, capsys):
     assert main(["validate"]) == 0
     text = capsys.readouterr().out
     assert f"memory: {mf['fit']} of {mf['n']} known runs (newest release) predicted to fit" in text
-    assert "mbridge2604.01-gb200-llama3-70b-64-fp8: 198.4 / 185.0" in text
+    assert "mbridge2604.01-gb200-llama3-70b-64-fp8: 202.4 / 185.0" in text

@@ -94,7 +94,7 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import ADAFACTOR, ADAMW, FP8, FP32, S_DUALPIPE, SGD, Layout, ModelSpec
+from ..spec import ADAFACTOR, ADAMW, FP8, FP32, O_ACTIVATIONS, S_DUALPIPE, SGD, Layout, ModelSpec
 from ..workload import finetune_of
 from . import buffers as bufm
 from . import finetune
@@ -106,9 +106,11 @@ from .activations import (
 )
 from .buffers import logits_bytes
 from .recompute import (
+    bit,
     offload_share,
     offload_state,
     offloaded_activations,
+    offloaded_layers_bytes,
     stored_bytes,
     transient_bytes,
 )
@@ -374,10 +376,14 @@ def _offload_acts(d: dict[str, Any], L: Layout, P: Any, m: Any, held: Any, store
     the first ones of its layers, `recompute.offload_share`): the bytes leaving the GPU, added
     to `d`'s offloaded; each micro-batch's saved bytes of those layers go out and come back
     over the host link (`host_traffic`)."""
-    share = offload_share(L.offload_layers, P.dense_layers + P.moe_layers)
-    gone = offloaded_activations(L.offload, layer, kept, held * stored * share)
+    nl = P.dense_layers + P.moe_layers
+    share = offload_share(L.offload_layers, nl)
+    chosen = offloaded_layers_bytes(L.offload_layers, nl, held, stored, kept)
+    gone = offloaded_activations(L.offload, layer, kept, chosen)
     d["offloaded"] = d["offloaded"] + gone
-    d["host_traffic"] = d["host_traffic"] + np.where(gone > 0, 2.0 * m * (stored * share), 0.0)
+    # with offload_layers the layers cross the host link even when none is off at the peak
+    moves = (gone > 0) | ((np.asarray(L.offload_layers) > 0) & bit(L.offload, O_ACTIVATIONS))
+    d["host_traffic"] = d["host_traffic"] + np.where(moves, 2.0 * m * (stored * share), 0.0)
     return gone
 
 

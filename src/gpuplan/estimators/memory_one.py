@@ -356,15 +356,16 @@ def _stage_dicts(model: ModelSpec, layout: Any, c: dict[str, Any], runtime: floa
         d["logits"] = head if last else 0.0
         layer = mx(acts["dense_stored"] if dense_on else 0.0,
                    acts["moe_stored"] if moe_on else 0.0)
-        share = _share(c["offload_layers"], P.dense_layers + P.moe_layers)
-        _close(d, c, m, (kept, held * stored * share), layer, stored * share, transient,
-               runtime, fragmentation)
+        nl, n = P.dense_layers + P.moe_layers, float(c["offload_layers"])
+        chosen = mx(stored * (held * mn(n, nl) - 1.0) / mx(nl, 1.0), 0.0) if n > 0 else kept
+        _close(d, c, m, (kept, chosen), layer, stored * _share(n, nl), transient, runtime,
+               fragmentation)
         out.append(d)
     return out
 
 
 def _share(n: Any, layers: float) -> float:
-    """recompute.offload_share."""
+    """recompute.offload_share (`chosen` above: recompute.offloaded_layers_bytes)."""
     n = float(n)
     return mn(n, layers) / mx(layers, 1.0) if n > 0 else 1.0
 
@@ -380,7 +381,8 @@ def _close(d: dict[str, Any], c: dict[str, Any], m: float, kept_chosen: tuple[fl
             if int(c["offload"]) & O_ACTIVATIONS else 0.0)
     d["activations"] = kept - gone + transient
     d["offloaded"] = d["offloaded"] + gone
-    d["host_traffic"] = d["host_traffic"] + (2.0 * m * stored if gone > 0 else 0.0)
+    moves = gone > 0 or (float(c["offload_layers"]) > 0 and bool(int(c["offload"]) & O_ACTIVATIONS))
+    d["host_traffic"] = d["host_traffic"] + (2.0 * m * stored if moves else 0.0)
     tensors = sum(d[k] for k in _ALLOCATED)
     d["loss_overlap"] = mn(d["logits"], transient)  # the two phases peak apart
     d["allocated"] = tensors - d["loss_overlap"]

@@ -38,8 +38,12 @@ cannot disagree. Codes are `spec.RECOMPUTE`, `spec.RECOMPUTE_MODULES` and `spec.
   get_cpu_offload_context, whose SynchronizedGroupOffloadHandler.tensor_push offloads the saved
   tensors of layer groups with index < num_offload_group, counted per TransformerBlock forward,
   i.e. per rank; transformer_config.py L1885 requires 0 <= k < num_layers, so the last layer
-  always stays; the later layers stay on the GPU, `offload_share`; Megatron-Bridge
-  scripts/performance/utils/helpers.py sets cpu_offloading with weights not offloaded).
+  always stays; Megatron-Bridge scripts/performance/utils/helpers.py sets cpu_offloading with
+  weights not offloaded). The peak is at the start of the backward: the L - k layers kept plus
+  offloaded group k - 1, whose reload AsyncDoubleBufferGroupOffloadHandler.on_group_commit_
+  backward issues at layer_window_map[k - 1] = the last layer; so k - 1 layers' bytes are off
+  the GPU then (`offloaded_layers_bytes`; k = L - 1 leaves the ACT_OFFLOAD_RESIDENT two), while
+  all k layers cross the host link both ways (`offload_share`).
 """
 
 from __future__ import annotations
@@ -68,8 +72,8 @@ from ..spec import (
 
 __all__ = ["ACT_OFFLOAD_RESIDENT", "OFFLOAD_OVERLAP", "bit", "full_share", "host_traffic",
            "mla_up_fwd_flops", "module_bits", "op_saved_widths", "op_recompute_fwd_flops",
-           "offload_bits", "offload_share", "offloaded_activations", "stored_bytes",
-           "transient_bytes"]
+           "offload_bits", "offload_share", "offloaded_activations", "offloaded_layers_bytes",
+           "stored_bytes", "transient_bytes"]
 
 # Activation offload keeps the layer being computed and the one whose transfer is in flight
 # on the GPU (Megatron-LM's cpu_offloading double buffer; our reading, an assumption).
@@ -213,10 +217,21 @@ def offload_share(offload_layers: Any, stage_layers: Any) -> Any:
     return np.where(n > 0, per, 1.0)
 
 
+def offloaded_layers_bytes(offload_layers: Any, stage_layers: Any, held: Any, stored: Any,
+                           kept: Any) -> Any:
+    """At most how many of the `kept` bytes activation offload holds on the host: with
+    offload_layers = k > 0, the first k layers of each of the `held` in-flight micro-batches
+    (`stored` bytes a micro-batch over `stage_layers` layers) but the one layer being reloaded;
+    with k = 0 (every layer), all `kept`."""
+    n = np.asarray(offload_layers, dtype=float)
+    part = stored * (held * np.minimum(n, stage_layers) - 1.0) / np.maximum(stage_layers, 1.0)
+    return np.where(n > 0, np.maximum(part, 0.0), kept)
+
+
 def offloaded_activations(offload: Any, layer_bytes: Any, kept: Any, chosen: Any = None) -> Any:
     """Saved activation bytes that activation offload moves to host memory: all `kept` but
-    ACT_OFFLOAD_RESIDENT layers of `layer_bytes`; at most `chosen` (the in-flight micro-
-    batches' bytes of the offloaded layers, `offload_share`; None = no limit)."""
+    ACT_OFFLOAD_RESIDENT layers of `layer_bytes`; at most `chosen` (`offloaded_layers_bytes`;
+    None = no limit)."""
     resident = np.minimum(ACT_OFFLOAD_RESIDENT * layer_bytes, kept)
     gone = kept - resident if chosen is None else np.minimum(chosen, kept - resident)
     return np.where(offload_bits(offload)["activations"], gone, 0.0)
