@@ -194,3 +194,28 @@ def test_deduplicated_dispatch_never_sends_more_than_one_copy_per_expert():
             assert outer == 0.0
             assert inner == pytest.approx((n - 1) * (1 - comb(e - e // n, k) / comb(e, k)))
     assert [float(x) for x in comm.a2a_token_copies(16, 8, 0, 0)] == [0.0, 0.0]
+
+
+def test_alltoall_dispatch_sends_one_copy_per_routed_expert():
+    """Megatron-Core's alltoall dispatcher (`dedup` False) permutes one row per (token, routed
+    expert) pair: k (n - n_inner)/n copies cross the fabric and k (n_inner - 1)/n the scale-up
+    link, by hand for EP 16 over two 8-GPU domains with top-8 (4 and 3.5). Never fewer fabric
+    copies than the deduplicated dispatch's (which forwards inside the remote domain, so only
+    inside one domain are its scale-up copies also fewer); the same fabric copies when k = 1."""
+    inner, outer = (float(x) for x in comm.a2a_token_copies(16, 8, 128, 8, dedup=False))
+    assert (inner, outer) == pytest.approx((3.5, 4.0), rel=1e-12)
+    for n, n_in, e, k in [(8, 8, 128, 8), (16, 8, 128, 8), (64, 4, 256, 8), (4, 1, 16, 2),
+                          (16, 8, 64, 1)]:
+        flat = [float(x) for x in comm.a2a_token_copies(n, n_in, e, k, dedup=False)]
+        flex = [float(x) for x in comm.a2a_token_copies(n, n_in, e, k)]
+        assert flex[1] <= flat[1] + 1e-12
+        if n == n_in:
+            assert flex[0] <= flat[0] + 1e-12
+        if k == 1:
+            assert flex[1] == pytest.approx(flat[1], rel=1e-12)
+    bw = dict(bw_inner=450e9, alpha_inner=2e-6, bw_outer=50e9, alpha_outer=5e-6)
+    per_expert = comm.moe_all_to_all_s(1e7, 16, 8, 128, 8, 4, 2, **bw, dedup=False)
+    assert float(per_expert) > float(comm.moe_all_to_all_s(1e7, 16, 8, 128, 8, 4, 2, **bw))
+    # arrays: one entry per dispatcher
+    both = comm.a2a_token_copies(16, 8, 128, 8, dedup=np.array([True, False]))[1]
+    assert float(both[1]) == pytest.approx(4.0) and float(both[0]) < 4.0

@@ -336,3 +336,23 @@ def test_megatron_all_to_all_overlap_hides_behind_the_paired_micro_batch():
                                                         rel=1e-9, abs=1e-12)
         assert float(paired.step_s) < float(plain.step_s)
     assert float(paired.ep_comm_s) > 0.0  # the thin network: more than the budget
+
+
+def test_moe_dispatcher_alltoall_sends_more_than_flex_and_auto_follows_the_stack():
+    """Layout.moe_dispatcher: alltoall (Megatron-Core's per-expert all-to-all) moves more MoE
+    traffic than flex (deduplicated) once top-8 experts of a token share ranks (EP 16 over two
+    8-GPU domains); auto is flex under megatron and nemo and alltoall under torchtitan. Exact
+    equalities: the same formula runs in each pair."""
+    from gpuplan.spec import D_ALLTOALL, D_FLEX, NEMO, TORCHTITAN
+    moe = ModelSpec(id="q", name="q", layers=48, hidden=2048, heads=32, kv_heads=4, ffn=6144,
+                    vocab=151936, mlp="swiglu", head_dim=128, experts=128,
+                    experts_per_token=8, moe_ffn=768)
+    lay = dict(dp=16, ep=16, micro_batch=1, global_batch=64, seq_len=4096)
+
+    def ep(**kw):
+        return float(step_time(moe, Layout(**lay, **kw), HW, EFF).ep_comm_s)
+
+    assert ep(moe_dispatcher=D_ALLTOALL) > ep(moe_dispatcher=D_FLEX) > 0.0
+    assert ep() == ep(moe_dispatcher=D_FLEX) == ep(stack=NEMO)
+    assert ep(stack=TORCHTITAN) == ep(moe_dispatcher=D_ALLTOALL)
+    assert ep(stack=TORCHTITAN, moe_dispatcher=D_FLEX) == ep(moe_dispatcher=D_FLEX)

@@ -13,7 +13,7 @@ from gpuplan.catalog import load_catalog
 from gpuplan.estimators.timing import TimingBreakdown, step_time
 from gpuplan.estimators.timing_one import mirrors, step_time_one
 from gpuplan.search.hardware import efficiency_for, hardware_table
-from gpuplan.spec import RECOMPUTE, Layout
+from gpuplan.spec import MOE_DISPATCHERS, RECOMPUTE, STACKS, Layout, moe_dedup
 
 GPUS = ("h100-sxm", "a100-80gb", "gb200", "rtx-4090", "mi300x", "h800")
 MODELS = ("llama3-8b", "llama3-70b", "deepseek-v3", "qwen3-30b-a3b", "mixtral-8x7b")
@@ -47,22 +47,28 @@ def _random_case(cat, rng):
                  last_stage_layers=last,
                  shard_group=int(rng.choice([0, 0, 2, 8, 16, 64])) if dp * cp > 1 else 0,
                  recompute_modules=int(rng.integers(1, 64)),  # mla_up_proj too (#11)
-                 recompute_every=int(rng.choice([1, 2, 4])))
+                 recompute_every=int(rng.choice([1, 2, 4])),
+                 stack=int(rng.integers(0, len(STACKS))),  # auto dispatch follows the stack
+                 moe_dispatcher=int(rng.integers(0, len(MOE_DISPATCHERS))))
     traffic = float(rng.choice([0.0, 0.0, 1e9, 4e10]))
     return model, lay, hw, efficiency_for(cat, hw.family), traffic
 
 
 def test_fast_path_equals_the_vectorized_model_on_random_configurations(cat):
     rng = np.random.default_rng(12)
+    dispatches = set()
     for _ in range(600):
         model, lay, hw, eff, traffic = _random_case(cat, rng)
         assert mirrors(model, lay, hw, eff, traffic)
+        if model.is_moe and lay.ep > 1:
+            dispatches.add(bool(moe_dedup(lay.moe_dispatcher, lay.stack)))
         with np.errstate(all="ignore"):
             vec = step_time(model, lay, hw, eff, traffic)
         one = step_time_one(model, lay, hw, eff, traffic)
         for f in fields(TimingBreakdown):
             v, o = np.asarray(getattr(vec, f.name)).reshape(-1)[0], getattr(one, f.name)
             assert same(o, v), (f.name, o, v, model.id, lay)
+    assert dispatches == {True, False}  # both MoE dispatchers were compared
 
 
 def test_fast_path_returns_plain_python_numbers(cat):

@@ -107,8 +107,9 @@ def _layout(model: ModelSpec, *, gpus: int | None, tp: int, pp: int, cp: int, ep
             stack: str = "megatron", shard_group: int = 0, recompute_modules: Any = None,
             recompute_every: int = 1, first_stage_layers: int = 0,
             last_stage_layers: int = 0, schedule: str = "1f1b",
-            offload_layers: int = 0) -> tuple[Any, int]:
+            offload_layers: int = 0, moe_dispatcher: str = "auto") -> tuple[Any, int]:
     from .spec import (
+        MOE_DISPATCHERS,
         OPTIMIZERS,
         PRECISIONS,
         R_MODULES,
@@ -155,7 +156,8 @@ def _layout(model: ModelSpec, *, gpus: int | None, tp: int, pp: int, cp: int, ep
         offload_layers=offload_layers,
         stack=code(STACKS, (stack or "megatron").lower(), "software stack"),
         first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers,
-        schedule=code(SCHEDULES, (schedule or "1f1b").lower(), "pipeline schedule"))
+        schedule=code(SCHEDULES, (schedule or "1f1b").lower(), "pipeline schedule"),
+        moe_dispatcher=code(MOE_DISPATCHERS, (moe_dispatcher or "auto").lower(), "MoE dispatcher"))
     layout.check(model, gpus)
     return layout, gpus
 
@@ -223,7 +225,7 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
              packing: bool | None = None, padding_efficiency: float | None = None,
              grad_reduce_dtype: str | None = None, schedule: str = "1f1b",
              moments_dtype: str | None = None, activation_cache: str | None = None,
-             ema: str | None = None, **flags: Any) -> Estimate:
+             ema: str | None = None, moe_dispatcher: str = "auto", **flags: Any) -> Estimate:
     """Memory, time and cost of one configuration (`gpuplan estimate`; `moments_dtype`,
     `activation_cache`, `ema`: estimators/buffers.py, None = the stack's). `flags`: the explicit
     model flags (layers, hidden, heads, kv_heads, ffn, vocab, mlp, tied_embeddings) and the
@@ -250,7 +252,7 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
                         shard_group=shard_group, recompute_modules=recompute_modules,
                         recompute_every=recompute_every, first_stage_layers=first_stage_layers,
                         last_stage_layers=last_stage_layers, schedule=schedule,
-                        offload_layers=offload_layers)
+                        offload_layers=offload_layers, moe_dispatcher=moe_dispatcher)
     if offer and usd_per_gpu_hour is not None:
         raise ConfigError("give either --offer or --usd-per-gpu-hour, not both")
     value = _tokens(tokens)

@@ -46,6 +46,14 @@ OPTIMIZERS = ("adamw", "sgd", "adafactor")
 # backward, each one's all-to-all under the other's compute; timing.py).
 SCHEDULES = ("1f1b", "dualpipe", "1f1b-a2a")
 S_1F1B, S_DUALPIPE, S_1F1B_A2A = range(3)
+# MoE token dispatchers (`Layout.moe_dispatcher`): flex = a deduplicated dispatch, each token
+# sent once per destination GPU / remote domain (DeepEP, HybridEP: Megatron-Core's
+# --moe-token-dispatcher-type flex, which current Megatron-Bridge MoE recipes use); alltoall =
+# Megatron-Core's MoEAlltoAllTokenDispatcher (and torchtitan's / DeepSpeed's all-to-all), one
+# copy per (token, routed expert) pair; auto = flex under megatron and nemo, alltoall under
+# the PyTorch-native stacks and DeepSpeed (`moe_dedup`; estimators/comm.py).
+MOE_DISPATCHERS = ("auto", "flex", "alltoall")
+D_AUTO, D_FLEX, D_ALLTOALL = range(3)
 ADAMW, SGD, ADAFACTOR = range(3)
 PRICING = ("on-demand", "spot", "reserved-1y", "reserved-3y", "savings-plan-1y", "savings-plan-3y")
 VENDORS = ("nvidia", "amd", "intel", "huawei")
@@ -57,6 +65,12 @@ VENDORS = ("nvidia", "amd", "intel", "huawei")
 # cross-entropy; #15). docs/calibration.md says how each is calibrated.
 STACKS = ("megatron", "nemo", "torchtitan", "fsdp", "deepspeed", "torchtune")
 MEGATRON, NEMO, TORCHTITAN, FSDP_STACK, DEEPSPEED, TORCHTUNE = range(6)
+
+
+def moe_dedup(dispatcher: Any, stack: Any) -> Any:
+    """True where the MoE dispatch is deduplicated (flex; auto under megatron and nemo), for
+    Python integers or numpy arrays of the codes."""
+    return (dispatcher == D_FLEX) | ((dispatcher == D_AUTO) & (stack <= NEMO))
 
 
 def code(table: tuple[str, ...], name: str, what: str) -> int:
@@ -361,6 +375,7 @@ class Layout:
     dropout: Any = False
     stack: Any = 0  # code into STACKS (0 = megatron)
     schedule: Any = S_1F1B  # code into SCHEDULES
+    moe_dispatcher: Any = D_AUTO  # code into MOE_DISPATCHERS
     # Decoder layers on the first / last pipeline stage (Megatron-LM's
     # --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers); 0 = the default
     # split of `estimators.shapes.stage_layers`.

@@ -29,6 +29,7 @@ import numpy as np
 from .calibrate.memory_fit import MemoryFit, layout_fields, memory_options, run_fit
 from .calibrate.memory_fit import int_field as _int
 from .calibrate.releases import newest_runs, source_group
+from .calibrate.time_fields import time_fields
 from .catalog import Catalog, read_package_csv
 from .errors import CatalogError, GpuplanError
 from .estimators.compute import Efficiency, flops_per_token
@@ -157,7 +158,8 @@ def run_spec(cat: Catalog, row: dict[str, str]) -> RunSpec:
             global_batch=_int(row, "global_batch"), seq_len=_int(row, "seq_len"),
             recompute=code(RECOMPUTE, row["recompute"], "recompute"),
             precision=code(PRECISIONS, row["precision"], "precision"),
-            stack=code(STACKS, row.get("stack") or STACKS[0], "stack"), **layout_fields(row))
+            stack=code(STACKS, row.get("stack") or STACKS[0], "stack"), **layout_fields(row),
+            **time_fields(row))
         gpus = int(row["gpus"])
         if int(layout.gpus) != gpus:
             raise CatalogError(f"tp*pp*cp*dp = {layout.gpus} but gpus = {gpus}")
@@ -167,7 +169,6 @@ def run_spec(cat: Catalog, row: dict[str, str]) -> RunSpec:
     stack = STACKS[int(layout.stack)]
     return RunSpec(row=row, model=model, layout=layout, family=acc.family, gpu=acc.id,
                    stack=stack, group=stack_group(cat, stack), memory_options=memory_options(row))
-
 
 
 def _hardware(cat: Catalog, rs: RunSpec) -> Any:

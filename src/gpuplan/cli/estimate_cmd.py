@@ -89,9 +89,14 @@ def register(sub: Any) -> None:
     g.add_argument("--grad-reduce-dtype", choices=("fp32", "bf16"),
                    help="gradient accumulation / reduction buffer dtype (default: the software "
                    "stack's, data/memory.toml; Megatron-LM and NeMo fp32)")
-    g.add_argument("--schedule", default="1f1b", choices=("1f1b", "dualpipe"),
-                   help="pipeline schedule: 1f1b (interleaved with --vpp) or DeepSeek-V3's "
-                   "dualpipe (two stages per rank, pp + 1 micro-batches in flight)")
+    g.add_argument("--schedule", default="1f1b", choices=("1f1b", "dualpipe", "1f1b-a2a"),
+                   help="pipeline schedule: 1f1b (interleaved with --vpp), DeepSeek-V3's "
+                   "dualpipe (two stages per rank, pp + 1 micro-batches in flight) or 1f1b-a2a "
+                   "(Megatron-Core's --overlap-moe-expert-parallel-comm)")
+    g.add_argument("--moe-dispatcher", default="auto",
+                   help="MoE token dispatch: flex (deduplicated, DeepEP/HybridEP), alltoall "
+                   "(one copy per routed expert) or auto (flex under megatron and nemo, else "
+                   "alltoall)")
     g.add_argument("--moments-dtype", choices=("fp32", "bf16"),
                    help="optimizer moments (AdamW m and v) dtype; the master weights stay "
                    "fp32 (default fp32; bf16 as DeepSeek-V3 and Megatron's --exp-avg-dtype)")
@@ -136,6 +141,7 @@ def estimate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         power_limit_watts=args.power_limit_watts, catalog=args.catalog,
         grad_reduce_dtype=getattr(args, "grad_reduce_dtype", None),
         schedule=getattr(args, "schedule", "1f1b"),
+        moe_dispatcher=getattr(args, "moe_dispatcher", "auto"),
         moments_dtype=getattr(args, "moments_dtype", None),
         activation_cache=getattr(args, "activation_cache", None),
         ema=getattr(args, "ema", None),

@@ -243,7 +243,7 @@ def ep_comm_s(dispatch_bytes: Any, ep: Any, moe_layers: Any, microbatches: Any, 
     return 4.0 * one * moe_layers * microbatches
 
 
-# --- MoE token dispatch with deduplication (DeepEP / HybridEP) ---------------------------------
+# --- MoE token dispatch: deduplicated (DeepEP / HybridEP) or per expert (alltoall) ---------
 #
 # The dispatcher of tuned MoE training (DeepEP, github.com/deepseek-ai/DeepEP; Megatron-Core's
 # flex dispatcher with its DeepEP and HybridEP backends, which the Megatron-Bridge MoE recipes
@@ -267,17 +267,26 @@ def _none_chosen(experts: int, k: int, x: Any) -> Any:
     return p
 
 
-def a2a_token_copies(n: Any, n_inner: Any, experts: int, k: int) -> tuple[Any, Any]:
+def a2a_token_copies(n: Any, n_inner: Any, experts: int, k: int, dedup: Any = True
+                     ) -> tuple[Any, Any]:
     """(copies over the scale-up link, copies over the scale-out fabric) that one token of one
-    rank makes in a deduplicated dispatch over an EP group of n ranks, n_inner per scale-up
-    domain (G = n / n_inner domains; E/n experts per rank, E n_inner / n per domain):
+    rank makes in a dispatch over an EP group of n ranks, n_inner per scale-up domain
+    (G = n / n_inner domains; E/n experts per rank, E n_inner / n per domain). Deduplicated
+    (`dedup`, the flex dispatcher):
 
         fabric   = (G - 1) (1 - C(E - E n_inner/n, k) / C(E, k))   (one per remote domain hit)
         scale-up = G (n_inner - 1) (1 - C(E - E/n, k) / C(E, k))   (to the other GPUs of each
                                                                     domain hit, incl. forwarding)
 
-    For G = 1 the fabric term is 0 and the scale-up term is the ranks hit; without dedup they
-    would be k (n - n_inner)/n and k (n_inner - 1)/n. 0 copies for dense models (k = 0)."""
+    For G = 1 the fabric term is 0 and the scale-up term is the ranks hit. Not deduplicated
+    (Megatron-Core's MoEAlltoAllTokenDispatcher, megatron/core/transformer/moe/
+    token_dispatcher.py: `permute` makes one row per (token, routed expert) pair and the
+    all-to-all's input_splits count the rows per EP rank, so a token whose k experts sit on
+    one remote rank crosses the link k times; the rows of local experts stay):
+
+        fabric   = k (n - n_inner) / n        scale-up = k (n_inner - 1) / n
+
+    0 copies for dense models (k = 0)."""
     n = np.asarray(n, dtype=float)
     n_in = np.clip(np.asarray(n_inner, dtype=float), 1.0, n)
     if not k or experts <= 0:
@@ -285,15 +294,17 @@ def a2a_token_copies(n: Any, n_inner: Any, experts: int, k: int) -> tuple[Any, A
     domains = n / n_in
     outer = (domains - 1.0) * (1.0 - _none_chosen(experts, k, experts * n_in / n))
     inner = domains * (n_in - 1.0) * (1.0 - _none_chosen(experts, k, experts / n))
-    return inner, outer
+    return (np.where(dedup, inner, k * (n_in - 1.0) / n),
+            np.where(dedup, outer, k * (n - n_in) / n))
 
 
 def moe_dispatch_s(token_bytes: Any, n: Any, n_inner: Any, experts: int, k: int,
-                   bw_inner: Any, alpha_inner: Any, bw_outer: Any, alpha_outer: Any) -> Any:
-    """One deduplicated dispatch (or combine): `token_bytes` = the rank's tokens x hidden x
-    element bytes; the scale-up and scale-out sends run at once (`hierarchical_all_to_all_s`),
-    with one latency per scale-up peer and per remote domain."""
-    inner, outer = a2a_token_copies(n, n_inner, experts, k)
+                   bw_inner: Any, alpha_inner: Any, bw_outer: Any, alpha_outer: Any,
+                   dedup: Any = True) -> Any:
+    """One dispatch (or combine): `token_bytes` = the rank's tokens x hidden x element bytes;
+    the scale-up and scale-out sends run at once (`hierarchical_all_to_all_s`), with one
+    latency per scale-up peer and per remote domain."""
+    inner, outer = a2a_token_copies(n, n_inner, experts, k, dedup)
     n = np.asarray(n, dtype=float)
     n_in = np.clip(np.asarray(n_inner, dtype=float), 1.0, n)
     t = np.maximum(_transfer_s(inner, token_bytes, bw_inner),
@@ -304,11 +315,11 @@ def moe_dispatch_s(token_bytes: Any, n: Any, n_inner: Any, experts: int, k: int,
 
 def moe_all_to_all_s(token_bytes: Any, n: Any, n_inner: Any, experts: int, k: int,
                      moe_layers: Any, microbatches: Any, bw_inner: Any, alpha_inner: Any,
-                     bw_outer: Any, alpha_outer: Any) -> Any:
+                     bw_outer: Any, alpha_outer: Any, dedup: Any = True) -> Any:
     """MoE token traffic per step: dispatch and combine, forward and backward (4 per MoE layer
     per micro-batch; GShard, arXiv 2006.16668), each `moe_dispatch_s`."""
     one = moe_dispatch_s(token_bytes, n, n_inner, experts, k, bw_inner, alpha_inner, bw_outer,
-                         alpha_outer)
+                         alpha_outer, dedup)
     return 4.0 * one * moe_layers * microbatches
 
 

@@ -10,20 +10,21 @@ grid of one. Unsupported precisions (nan peak) give an infinite step time and 0 
 
 compute_s covers GEMMs (and routed experts, whose grouped GEMMs take the efficiency of their
 smallest dimension, compute.expert_gemm_dim) at the calibrated matmul efficiency and the
-attention core in 16 bits at attention_ratio x that efficiency; memory_s includes the MoE
-token routing traffic (compute.moe_routing_elems_per_token). Communication hides behind
-compute by named overlap fractions (estimators/comm.py) that share one budget, the GEMM time.
-bubble_s = (pp - 1) / (microbatches * vpp) x the pipeline's busy time, the interleaved 1F1B
-bubble of Narayanan et al. 2021 (arXiv 2104.04473, section 2.2.2), or DualPipe's
-(`_bubble_fraction`, Layout.schedule). The MoE all-to-all (a deduplicated dispatch,
-comm.moe_all_to_all_s) is exposed under 1F1B and hidden under DualPipe and under 1F1B with
-Megatron-Core's all-to-all overlap (schedule 1f1b-a2a, comm.EP_OVERLAP_A2A). The scale-out
-link runs at comm.NET_EFFICIENCY of the NIC; the DP reduction (in buckets) hides only behind
-the last micro-batch's backward (`_data_parallel_comm`); overhead_s adds the per-step scalar
-syncs (`_step_sync_s`). `timing_one.step_time_one` evaluates the same model for one
-configuration in Python floats. Every per-step part is that of the slowest pipeline stage
-(`slowest_stage`: the most decoder layers, the last stage's LM head counted), so uneven
-stages (`shapes.stage_layers`) slow the step and the bubble with it.
+attention core in 16 bits at attention_ratio x that efficiency; memory_s includes the MoE token
+routing traffic (compute.moe_routing_elems_per_token). Communication hides behind compute by
+named overlap fractions (estimators/comm.py) that share one budget, the GEMM time. bubble_s =
+(pp - 1) / (microbatches * vpp) x the pipeline's busy time, the interleaved 1F1B bubble of
+Narayanan et al. 2021 (arXiv 2104.04473, section 2.2.2), or DualPipe's (`_bubble_fraction`,
+Layout.schedule). The MoE all-to-all (deduplicated by the flex dispatcher or one copy per routed
+expert, Layout.moe_dispatcher; comm.moe_all_to_all_s) is exposed under 1F1B and hidden under
+DualPipe and under 1F1B with Megatron-Core's all-to-all overlap (schedule 1f1b-a2a,
+comm.EP_OVERLAP_A2A). The scale-out link runs at comm.NET_EFFICIENCY of the NIC; the DP
+reduction (in buckets) hides only behind the last micro-batch's backward
+(`_data_parallel_comm`); overhead_s adds the per-step scalar syncs (`_step_sync_s`).
+`timing_one.step_time_one` evaluates the same model for one configuration in Python floats.
+Every per-step part is that of the slowest pipeline stage (`slowest_stage`: the most decoder
+layers, the last stage's LM head counted), so uneven stages (`shapes.stage_layers`) slow the
+step and the bubble with it.
 """
 
 from __future__ import annotations
@@ -36,7 +37,17 @@ from typing import Any
 import numpy as np
 
 from ..rules import LayoutArrays
-from ..spec import BF16, FP8, PRECISIONS, S_1F1B_A2A, S_DUALPIPE, Hardware, Layout, ModelSpec
+from ..spec import (
+    BF16,
+    FP8,
+    PRECISIONS,
+    S_1F1B_A2A,
+    S_DUALPIPE,
+    Hardware,
+    Layout,
+    ModelSpec,
+    moe_dedup,
+)
 from ..units import DAY, HOUR
 from ..workload import finetune_of
 from . import comm, finetune
@@ -148,6 +159,7 @@ class _Ctx(LayoutArrays):
     out: Any  # scale-out bandwidth per GPU x comm.NET_EFFICIENCY
     a_out: Any
     schedule: Any  # code into spec.SCHEDULES
+    dedup: Any  # deduplicated MoE dispatch (spec.moe_dedup)
 
     @cached_property
     def full(self) -> Any:
@@ -169,7 +181,9 @@ def _context(layout: Layout, hw: Hardware) -> _Ctx:
                 up=f(hw.scale_up_bytes_per_s), a_up=f(hw.scale_up_latency_s),
                 out=f(hw.scale_out_bytes_per_s) * comm.NET_EFFICIENCY,
                 a_out=f(hw.scale_out_latency_s),
-                schedule=np.asarray(getattr(layout, "schedule", 0)))
+                schedule=np.asarray(getattr(layout, "schedule", 0)),
+                dedup=moe_dedup(np.asarray(getattr(layout, "moe_dispatcher", 0)),
+                                np.asarray(getattr(layout, "stack", 0))))
 
 
 def slowest_stage(model: ModelSpec, c: _Ctx, layer_flops: Any, head_flops: Any
@@ -269,15 +283,16 @@ def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any, tp_overlap: 
     cp = comm.cp_comm_s(kv, c.cp, lps, c.m, bw, a)
     fl = flops_per_token(model, c.seq)
 
-    # EP ranks sit at stride tp*cp inside the data-parallel dimension; the deduplicated
-    # dispatch (comm.moe_all_to_all_s: once per GPU, once per remote domain, forwarded over
-    # the scale-up link) sends to the same domain over it and to the rest over the fabric.
+    # EP ranks sit at stride tp*cp inside the data-parallel dimension; the dispatch
+    # (comm.moe_all_to_all_s: flex once per GPU and remote domain, forwarded over the scale-up
+    # link; alltoall once per routed expert) sends to the same domain over the scale-up link
+    # and to the rest over the fabric.
     # The busiest rank receives MOE_LOAD_IMBALANCE x the mean.
     k = model.experts_per_token if model.is_moe else 0
     ep_in = comm.ranks_inside(c.tp * c.cp, c.ep, c.domain)
     ep = comm.moe_all_to_all_s(act_layer / c.tp * MOE_LOAD_IMBALANCE, c.ep, ep_in,
                                model.experts, k, model.moe_layers * lps / model.layers, c.m,
-                               c.up, c.a_up, c.out, c.a_out)
+                               c.up, c.a_up, c.out, c.a_out, c.dedup)
 
     bw, a = c.link(c.tp * c.cp * c.dp * c.pp)  # scale-out once the job leaves one domain
     pp = comm.pp_comm_s(act_layer / c.tp, c.pp, c.vpp, c.m, bw, a)  # scatter-gather (Megatron)

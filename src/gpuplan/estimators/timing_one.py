@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import BF16, FP8, M_MOE, S_1F1B_A2A, S_DUALPIPE, ModelSpec
+from ..spec import BF16, FP8, M_MOE, S_1F1B_A2A, S_DUALPIPE, ModelSpec, moe_dedup
 from ..workload import finetune_of
 from . import comm, finetune
 from . import shapes_one as s1
@@ -42,7 +42,7 @@ _LAYOUT = (("tp", "tp"), ("pp", "pp"), ("dp", "dp"), ("cp", "cp"), ("ep", "ep"),
            ("seq", "seq_len"), ("first", "first_stage_layers"), ("last", "last_stage_layers"),
            ("sg", "shard_group"), ("rmods", "recompute_modules"), ("rk", "recompute_every"),
            ("rc", "recompute"), ("prec", "precision"), ("opt", "optimizer"),
-           ("sched", "schedule"))
+           ("sched", "schedule"), ("stack", "stack"), ("disp", "moe_dispatcher"))
 _HW = ("scale_up_domain", "scale_up_bytes_per_s", "scale_up_latency_s", "scale_out_bytes_per_s",
        "scale_out_latency_s", "memory_bandwidth_bytes_per_s", "peak_flops")
 
@@ -76,7 +76,7 @@ def _f(x: Any) -> float:
 def _read(layout: Any, hw: Any) -> dict[str, Any]:
     """timing._context for one configuration."""
     c: dict[str, Any] = {k: _f(getattr(layout, n, 0)) for k, n in _LAYOUT}
-    for k in ("rc", "prec", "opt", "sched"):
+    for k in ("rc", "prec", "opt", "sched", "stack", "disp"):
         c[k] = int(c[k])
     c["m"] = c["gb"] / (c["dp"] * c["mb"])
     c["act"] = _ACT_BYTES[c["prec"]]
@@ -179,6 +179,8 @@ def _dispatch(token_bytes: float, n: float, n_in: float, experts: int, k: int,
     n_in = s1.clip(n_in, 1.0, n)
     if not k or experts <= 0:
         inner = outer = 0.0
+    elif not moe_dedup(c["disp"], c["stack"]):
+        inner, outer = k * (n_in - 1.0) / n, k * (n - n_in) / n
     else:
         domains = n / n_in
         outer = (domains - 1.0) * (1.0 - _none_chosen(experts, k, experts * n_in / n))

@@ -73,6 +73,7 @@ class LayoutInfo:
     moments_dtype: str = "fp32"
     activation_cache: str = "stack"
     ema: str = "none"
+    moe_dispatcher: str = "flex"  # the MoE dispatch used (spec.MOE_DISPATCHERS, auto resolved)
 
 
 @dataclass(frozen=True, kw_only=True)

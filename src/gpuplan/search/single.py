@@ -26,6 +26,7 @@ from ..spec import (
     Layout,
     ModelSpec,
     module_names,
+    moe_dedup,
     offload_names,
 )
 from ..units import GiB
@@ -165,7 +166,9 @@ def _layout_info(layout: Layout) -> LayoutInfo:
         offload_layers=int(v["offload_layers"]),
         recompute_modules=(module_names(int(v["recompute_modules"]))
                            if int(v["recompute"]) == R_MODULES else ()),
-        recompute_every=int(v["recompute_every"]), schedule=SCHEDULES[int(v["schedule"])])
+        recompute_every=int(v["recompute_every"]), schedule=SCHEDULES[int(v["schedule"])],
+        moe_dispatcher="flex" if moe_dedup(int(v["moe_dispatcher"]), int(v["stack"]))
+        else "alltoall")
 
 
 def _warnings(plat: Platform, layout: Layout, gpus: int, memory_bytes: Any, capacity_bytes: float,
