@@ -142,7 +142,7 @@ _M_MOE_PARTS, _M_MLA_UP_PROJ, _N_MODULES = 4 | 8, 32, 64
 def _sharding_rules(v: LayoutArrays, m: Any) -> Iterator[tuple[str, Any]]:
     """HSDP shard groups, offload and the recompute modes (#11)."""
     yield "shard_range", (v.sg >= 0) & (v.sg <= MAX_WIDTH)
-    yield "shard_group", (v.sg == 0) | ((v.dp * v.cp) % np.maximum(v.sg, 1) == 0)
+    yield "shard_group", (v.sg == 0) | ((v.dp * v.cp) % _at_least_one(v.sg) == 0)
     yield "shard_zero", (v.sg == 0) | (v.zero >= 1)
     yield "offload_range", (v.offl >= 0) & (v.offl < _N_OFFLOAD)
     yield "offload_params", ((v.offl & _O_PARAMS) == 0) | (v.zero == 3)
@@ -158,6 +158,11 @@ def _sharding_rules(v: LayoutArrays, m: Any) -> Iterator[tuple[str, Any]]:
         yield "modules_mla", other | ((v.rmods & _M_MLA_UP_PROJ) == 0)
     yield "every_range", (v.rk >= 1) & (v.rk <= m.layers)
     yield "every_full", (v.rk == 1) | (v.rcm == _R_FULL)
+
+
+def _at_least_one(x: Any) -> Any:
+    """max(x, 1): exact Python for one configuration's integer, numpy for a grid."""
+    return max(x, 1) if type(x) is int else np.maximum(x, 1)
 
 
 def _explicit_stages(v: Any, layers: int) -> tuple[Any, Any]:

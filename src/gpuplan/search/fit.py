@@ -61,10 +61,27 @@ def _gpu_counts(base: dict[str, Any], gpus: int) -> np.ndarray:
     global batch into micro-batches (`rules`' batch_multiple; valid_mask would drop the others,
     so dropping them first only saves their rows)."""
     per_replica = int(base["tp"]) * int(base["pp"]) * int(base["cp"])
-    counts = np.arange(8 * (gpus // 8 + 1), MAX_GPUS + 1, 8, dtype=np.int64)
+    mb, gb = max(int(base["micro_batch"]), 1), int(base["global_batch"])
+    lo = 8 * (gpus // 8 + 1)
+    if per_replica >= 1 and gb >= 1 and math.isqrt(gb) <= DIVISOR_SEARCH:
+        # the same counts from the other side: dp = count / per_replica must divide gb / mb,
+        # so only the divisors of gb / mb are candidates (a few dozen, not MAX_GPUS / 8)
+        dps = _divisors(gb // mb) if gb % mb == 0 else []
+        return np.array([d * per_replica for d in dps if (d * per_replica) % 8 == 0
+                         and lo <= d * per_replica <= MAX_GPUS], dtype=np.int64)
+    counts = np.arange(lo, MAX_GPUS + 1, 8, dtype=np.int64)
     counts = counts[counts % per_replica == 0]
-    step = max(int(base["micro_batch"]), 1) * (counts // per_replica)
-    return counts[int(base["global_batch"]) % step == 0]
+    step = mb * (counts // per_replica)
+    return counts[gb % step == 0]
+
+
+DIVISOR_SEARCH = 1024  # divisors by trial up to this square root; numpy's sieve beyond
+
+
+def _divisors(n: int) -> list[int]:
+    """The divisors of n >= 1, ascending."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
 
 
 def _grid(base: dict[str, Any], variants: list[tuple[str, str, dict]], counts: np.ndarray
@@ -97,18 +114,23 @@ def fit_options(
     runtime_overhead_bytes: float,
     fragmentation: float,
     stacks: Any = None,
+    total_bytes: float | None = None,
 ) -> tuple[FitOption, ...]:
     """The smallest change of each knob that makes `layout` fit; () if it fits already.
 
     Each knob is changed alone from `layout` (a single configuration), keeping the global batch
     and, for tp/pp, the GPU count. Only structurally valid variants (`Layout.valid_mask`) count;
-    their memory comes from one vectorized call on the valid rows alone.
+    their memory comes from one vectorized call on the valid rows alone. `total_bytes`: the
+    layout's own memory under the same site, when the caller has it (`memory_breakdown_one`'s
+    total; computed here when None).
     """
     kw = dict(runtime_overhead_bytes=runtime_overhead_bytes, fragmentation=fragmentation,
               stacks=stacks)
-    if float(memory_breakdown_one(model, layout, **kw).total) <= capacity_bytes:
+    if total_bytes is None:
+        total_bytes = float(memory_breakdown_one(model, layout, **kw).total)
+    if total_bytes <= capacity_bytes:
         return ()
-    base = layout.scalars()
+    base = _scalars(layout)
     variants = _variants(model, base, gpus)
     counts = _gpu_counts(base, gpus)
     rows = len(variants) + len(counts) * (1 if int(base["recompute"]) == R_FULL else 2)
@@ -117,6 +139,16 @@ def fit_options(
                            capacity_gib=capacity_bytes / GiB)
                  for knob, flags, n, total in search(model, base, variants, counts,
                                                      capacity_bytes, kw))
+
+
+_PLAIN = (int, float, bool)
+
+
+def _scalars(layout: Layout) -> dict[str, Any]:
+    """`Layout.scalars()`: the fields of one configuration as Python numbers (those already
+    Python numbers as they are, not through numpy)."""
+    return {k: x if type(x) in _PLAIN else np.asarray(x).item()
+            for k, x in ((k, getattr(layout, k)) for k in layout.__dataclass_fields__)}
 
 
 SCALAR_ROWS = 64  # up to this many variants, they are checked one by one (scalar paths)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -12,6 +13,8 @@ from ..catalog import Catalog
 from ..errors import ConfigError
 from ..estimators import buffers as bufm
 from ..estimators import cost as costm
+from ..estimators.compute import Efficiency
+from ..estimators.memory import MemoryBreakdown
 from ..estimators.memory_one import summary as mem_summary
 from ..estimators.timing import TIMING_PARTS
 from ..spec import (
@@ -35,6 +38,7 @@ from .evaluate import Site, outcome, own_cost, physics, site_from_catalog
 from .fit import fit_options
 from .hardware import check_precision, default_system, efficiency_for, hardware_table
 from .intervals import Interval, interval
+from .memo import frozen_arrays, per_catalog
 from .platforms import (
     Platform,
     PriceRow,
@@ -171,6 +175,34 @@ def _layout_info(layout: Layout) -> LayoutInfo:
         else "alltoall")
 
 
+# the MemoryBreakdown fields `memory_detail_gib` lists, in their order
+DETAIL_FIELDS = tuple(k for k in MemoryBreakdown.__dataclass_fields__
+                      if k not in TUNED_FIELDS and k != "host_traffic")
+
+
+def _memory_fields(mem: Any, layout: Layout, site: Site) -> dict[str, Any]:
+    """The estimate's memory figures (GiB) from the breakdown of the most loaded GPU."""
+    return dict(
+        memory_gib=MemoryGiB(**{k: first(v) / GiB for k, v in mem_summary(mem).items()}),
+        memory_detail_gib=tuple((k, first(getattr(mem, k)) / GiB) for k in DETAIL_FIELDS),
+        allocated_gib=first(mem.allocated) / GiB, reserved_gib=first(mem.reserved) / GiB,
+        memory_buffers=memory_buffers(mem, layout, site))
+
+
+def _timing_fields(t: Any, eff: Efficiency, runs: bool, gpus: int) -> dict[str, Any]:
+    """The estimate's rates, bottleneck and time breakdown from the step-time breakdown."""
+    tps = first(t.tokens_per_s)
+    small = runs and bool(np.asarray(fz.small_micro_batch(
+        overhead_s=t.overhead_s, compute_s=t.compute_s, matmul_efficiency=t.matmul_efficiency,
+        matmul_max=eff.matmul_max)).reshape(-1)[0])
+    return dict(
+        tokens_per_s=tps, tokens_per_s_per_gpu=tps / gpus, mfu=first(t.mfu), hfu=first(t.hfu),
+        bottleneck=fz.BOTTLENECKS[int(one(fz.bottleneck(t)))], micro_batch_too_small=small,
+        efficiency_is_guess=bool(one(t.efficiency_guess)),
+        time_breakdown_s=tuple((k, first(getattr(t, k)) if runs else 0.0)
+                               for k in TIMING_PARTS))
+
+
 def _warnings(plat: Platform, layout: Layout, gpus: int, memory_bytes: Any, capacity_bytes: float,
               t: Any) -> tuple[EstimateWarning, ...]:
     """The plan's rules this configuration breaks (the plan would exclude it), in fz.ORDER."""
@@ -208,47 +240,34 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
              memory_options: tuple[str | None, ...] = ()) -> Estimate:
     """`memory_options`: (moments dtype, activation cache, EMA place), `with_memory_options`."""
     check_precision(gpu, PRECISIONS[int(layout.precision)])
-    site = with_memory_options(with_grad_reduce(site_from_catalog(cat, **overrides),
-                                                grad_reduce_dtype), layout, *memory_options)
-    plat = resolve_platform(cat, gpu, offer, system)
-    hw = hardware_table(cat, [(gpu, plat)])
+    site = with_memory_options(with_grad_reduce(_site(cat, overrides), grad_reduce_dtype),
+                               layout, *memory_options)
+    plat, hw = _hardware(cat, gpu, offer, system)
     stack = STACKS[int(one(layout.stack))]
-    eff = efficiency_for(cat, hw.family, stack)
+    eff, iv = _efficiency(cat, gpu.family, stack)
     if power_limit_watts is not None:
         hw = power_limited(hw, gpu, power_limit_watts)
-    iv = interval(cat, gpu.family, stack, bool(one(eff.guess)))
     ph = physics(model, layout, hw, eff, site)
     mem, t = ph.memory, ph.timing
-    check_host_memory(first(mem.offloaded), float(np.asarray(hw.host_memory_bytes)[0]), plat)
-    cap = float(hw.memory_bytes[0])
+    check_host_memory(first(mem.offloaded), first(hw.host_memory_bytes), plat)
+    cap = first(hw.memory_bytes)
     fits = bool(one(ph.fits))
     step = first(t.step_s)
-    runs = bool(np.isfinite(step))
+    runs = math.isfinite(step)
     base: dict[str, Any] = dict(
         model=model.id, params=model.total_params(), active_params=model.active_params(),
         gpu=gpu.id, gpus=gpus, platform=plat.id, gpus_per_node=plat.gpus_per_node,
         layout=_memory_echo(_layout_info(layout), layout, site),
-        memory_gib=MemoryGiB(**{k: first(v) / GiB for k, v in mem_summary(mem).items()}),
-        memory_detail_gib=tuple((k, first(getattr(mem, k)) / GiB) for k in
-                                mem.__dataclass_fields__
-                                if k not in TUNED_FIELDS and k != "host_traffic"),
+        **_memory_fields(mem, layout, site),
         gpu_memory_gib=cap / GiB, headroom_gib=first(ph.headroom_bytes) / GiB, fits=fits,
         suggestions=() if fits else fit_options(
             model, layout, cap, gpus, runtime_overhead_bytes=site.runtime_overhead_bytes,
-            fragmentation=site.fragmentation, stacks=site.stack_buffers),
-        allocated_gib=first(mem.allocated) / GiB, reserved_gib=first(mem.reserved) / GiB,
-        memory_buffers=memory_buffers(mem, layout, site),
+            fragmentation=site.fragmentation, stacks=site.stack_buffers,
+            total_bytes=first(mem.total)),
         warnings=_warnings(plat, layout, gpus, mem.total, cap, t),
-        step_time_s=step if runs else None, tokens_per_s=first(t.tokens_per_s),
-        tokens_per_s_per_gpu=first(t.tokens_per_s) / gpus, mfu=first(t.mfu), hfu=first(t.hfu),
-        bottleneck=fz.BOTTLENECKS[int(one(fz.bottleneck(t)))],
-        micro_batch_too_small=runs and bool(np.asarray(fz.small_micro_batch(
-            overhead_s=t.overhead_s, compute_s=t.compute_s,
-            matmul_efficiency=t.matmul_efficiency, matmul_max=eff.matmul_max)).reshape(-1)[0]),
-        efficiency_is_guess=bool(one(t.efficiency_guess)),
-        time_breakdown_s=tuple((k, first(getattr(t, k)) if runs else 0.0)
-                               for k in TIMING_PARTS),
+        **_timing_fields(t, eff, runs, gpus),
         tokens=tokens, interval_group=iv.group, power_limit_watts=power_limit_watts,
+        step_time_s=step if runs else None,
         step_time_s_p10=step * iv.p10 if runs else None,
         step_time_s_p90=step * iv.p90 if runs else None)
     if not runs:
@@ -256,6 +275,36 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
     if tokens is None:
         return Estimate(**base, feasible=True, infeasible_reason=None)
     return _with_run(cat, base, plat, gpu, model, site, pricing, usd_per_gpu_hour, iv)
+
+
+def _site(cat: Catalog, overrides: dict[str, float | None]) -> Site:
+    """The site: the catalog's defaults (once per catalog) or, with an override, built anew."""
+    if any(v is not None for v in overrides.values()):
+        return site_from_catalog(cat, **overrides)
+    return per_catalog(cat, "site", lambda: site_from_catalog(cat))
+
+
+def _hardware(cat: Catalog, gpu: Accelerator, offer: str | None, system: str | None
+              ) -> tuple[Platform, Any]:
+    """The platform of `gpu` (`resolve_platform`) and its hardware row (`hardware_table`),
+    once per catalog for a catalog's own accelerator."""
+    def build() -> tuple[Platform, Any]:
+        plat = resolve_platform(cat, gpu, offer, system)
+        return plat, frozen_arrays(hardware_table(cat, [(gpu, plat)]))
+
+    if cat.accelerators.get(gpu.id) is not gpu:  # a changed copy: its own figures
+        return build()
+    return per_catalog(cat, ("hardware", gpu.id, offer, system), build)
+
+
+def _efficiency(cat: Catalog, family: str, stack: str) -> tuple[Efficiency, Interval]:
+    """The efficiency constants (`efficiency_for`) and prediction interval (`interval`) of a
+    (family, stack) pair, once per catalog."""
+    def build() -> tuple[Efficiency, Interval]:
+        eff = frozen_arrays(efficiency_for(cat, np.array([family], dtype=object), stack))
+        return eff, interval(cat, family, stack, bool(one(eff.guess)))
+
+    return per_catalog(cat, ("efficiency", family, stack), build)
 
 
 def with_grad_reduce(site: Site, dtype: str | None) -> Site:
