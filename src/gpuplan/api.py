@@ -41,6 +41,7 @@ SITE_FLAGS = {"utilization": "utilization", "years": "years",
 # the site flags whose `search.inputs.check_input` rule has another name (tco's flag)
 SITE_RULES = {"grid_intensity": "grid", "interruptions": "spot_rate"}
 MODEL_FLAGS = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "mlp", "tied_embeddings")
+ESTIMATE_FLAGS = (*SITE_FLAGS, *MODEL_FLAGS)  # the keywords `estimate` and `plan` take as flags
 
 
 def _catalog(catalog: Catalog | str | Sequence[str] | None) -> Catalog:
@@ -235,7 +236,7 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
     from .search import finetune as sft
     from .search import single
 
-    _check_flags(flags, [*SITE_FLAGS, *MODEL_FLAGS])
+    _check_flags(flags, ESTIMATE_FLAGS)
     cat = _catalog(catalog)
     m, tokens, ft_facts = _finetuned(_model(cat, model, flags), dict(
         method=method, lora_rank=lora_rank, lora_targets=lora_targets, quant=quant,

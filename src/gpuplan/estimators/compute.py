@@ -119,7 +119,9 @@ def _attention_dims(model: ModelSpec) -> tuple[int, int]:
 
 def flops_per_token(model: ModelSpec, seq_len: Any) -> FlopsBreakdown:
     """Forward + backward FLOPs per token of a decoder, per component (PaLM convention)."""
-    s = np.asarray(seq_len, dtype=float)
+    # one configuration's float stays a Python float (the scalar fast path; the same IEEE
+    # arithmetic), anything else an array
+    s = seq_len if type(seq_len) is float else np.asarray(seq_len, dtype=float)
     L, h = model.layers, model.hidden
     q_width, v_width = _attention_dims(model)
     attn_params = model.attention_params_per_layer()

@@ -47,7 +47,12 @@ _HW = ("scale_up_domain", "scale_up_bytes_per_s", "scale_up_latency_s", "scale_o
        "scale_out_latency_s", "memory_bandwidth_bytes_per_s", "peak_flops")
 
 
+_PLAIN = (int, float, bool)
+
+
 def _one(x: Any) -> bool:
+    if type(x) in _PLAIN:
+        return True
     if isinstance(x, np.ndarray):  # the attribute, not np.size's dispatch
         return x.size == 1
     return isinstance(x, (int, float)) or np.size(x) == 1
@@ -61,11 +66,14 @@ def mirrors(model: ModelSpec, layout: Any, hw: Any, eff: Any, host_traffic: Any 
     return (_one(host_traffic) and all(_one(getattr(layout, n, 0)) for _, n in _LAYOUT)
             and all(_one(getattr(eff, n)) for n in _EFF)
             and all(_one(getattr(hw, n)) for n in (*_HW, "host_bytes_per_s") if hasattr(hw, n))
-            and (table is None or np.size(table) == np.shape(table)[-1]))
+            and (table is None or (table.size == table.shape[-1] if isinstance(table, np.ndarray)
+                                   else np.size(table) == np.shape(table)[-1])))
 
 
 def _f(x: Any) -> float:
     """One value as a Python float (a number, or an array holding one value)."""
+    if type(x) is float:
+        return x
     if isinstance(x, (int, float)):
         return float(x)
     if isinstance(x, np.ndarray) and x.size == 1:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,12 @@ SMALL_MICRO_BATCH = "micro_batch_too_small"
 SMALL_GEMM_FRACTION = 0.5  # achieved matmul efficiency below half its ceiling: GEMMs too small
 
 
+def _plain(*values: Any) -> bool:
+    """One configuration given as Python numbers: the rules below answer with Python bools
+    (the same comparisons, without numpy's per-operation cost); a grid takes numpy."""
+    return all(type(v) in (int, float, bool) for v in values)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Check:
     code: str
@@ -57,16 +64,18 @@ def hardware_checks(*, tp: Any, precision: Any, gpus: Any, platform: Platform,
     GPU has it, consumer cards on one node unless allowed."""
     acc = platform.accelerator
     assert acc is not None
-    tp, gpus = np.asarray(tp), np.asarray(gpus)
+    if not _plain(tp, precision, gpus):  # a grid (one configuration: Python bools below)
+        tp, gpus, precision = np.asarray(tp), np.asarray(gpus), np.asarray(precision)
     out = [Check(code=TP_DOMAIN, bad=tp > platform.scale_up_domain),
-           Check(code=FP8_MISSING,
-                 bad=(np.asarray(precision) == FP8) & ("fp8" not in acc.peak_flops))]
+           Check(code=FP8_MISSING, bad=(precision == FP8) & ("fp8" not in acc.peak_flops))]
     if acc.consumer and not allow_consumer:
         out.append(Check(code=CONSUMER, bad=gpus > platform.gpus_per_node))
     return out
 
 
 def memory_check(memory_bytes: Any, capacity_bytes: float) -> Check:
+    if _plain(memory_bytes):
+        return Check(code=OOM, bad=not memory_bytes <= capacity_bytes)
     return Check(code=OOM, bad=~(np.asarray(memory_bytes) <= capacity_bytes))
 
 
@@ -80,10 +89,14 @@ def host_memory_check(offloaded_bytes: Any, host_bytes: float) -> Check:
 def runs_check(step_s: Any, tokens_per_s: Any) -> Check:
     """A finite step: no traffic over a link the platform lacks (e.g. two instances that have
     no network between them)."""
+    if _plain(step_s, tokens_per_s):
+        return Check(code=NO_LINK, bad=not (math.isfinite(step_s) and tokens_per_s > 0))
     return Check(code=NO_LINK, bad=~(np.isfinite(step_s) & (np.asarray(tokens_per_s) > 0)))
 
 
 def offer_check(gpus: Any, platform: Platform) -> Check:
+    if _plain(gpus):
+        return Check(code=OFFER_CAP, bad=bool(platform.max_gpus) and gpus > platform.max_gpus)
     return Check(code=OFFER_CAP,
                  bad=(np.asarray(gpus) > platform.max_gpus) if platform.max_gpus
                  else np.zeros(np.shape(gpus), dtype=bool))
@@ -99,6 +112,9 @@ def small_micro_batch(*, overhead_s: Any, compute_s: Any, matmul_efficiency: Any
                       matmul_max: Any) -> Any:
     """True where the micro-batch is too small to keep the GPU busy: the fixed per-layer
     overhead outweighs the GEMMs, or the GEMMs reach under half their efficiency ceiling."""
+    if _plain(overhead_s, compute_s, matmul_efficiency, matmul_max):
+        return (overhead_s > compute_s
+                or matmul_efficiency < SMALL_GEMM_FRACTION * matmul_max)
     with np.errstate(divide="ignore", invalid="ignore"):
         return ((np.asarray(overhead_s) > np.asarray(compute_s))
                 | (np.asarray(matmul_efficiency)
@@ -107,7 +123,8 @@ def small_micro_batch(*, overhead_s: Any, compute_s: Any, matmul_efficiency: Any
 
 def broken(checks: list[Check]) -> tuple[str, ...]:
     """Codes of the rules a single configuration breaks (for `estimate`)."""
-    return tuple(c.code for c in checks if bool(np.asarray(c.bad).reshape(-1)[0]))
+    return tuple(c.code for c in checks
+                 if (c.bad if type(c.bad) is bool else bool(np.asarray(c.bad).reshape(-1)[0])))
 
 
 # The bottleneck is the largest part of the step (memory-bound kernels and the optimizer step
@@ -119,16 +136,24 @@ BOTTLENECK_PARTS = (("compute", ("compute_s",)), ("fixed overhead", ("overhead_s
                     ("CP comm", ("cp_comm_s",)), ("EP comm", ("ep_comm_s",)),
                     ("host offload", ("offload_s",)))
 BOTTLENECKS = tuple(name for name, _ in BOTTLENECK_PARTS)
+_part_values = attrgetter(*(k for _, keys in BOTTLENECK_PARTS for k in keys))
+_PART_SIZES = tuple(len(keys) for _, keys in BOTTLENECK_PARTS)
 
 
 def bottleneck(t: Any) -> Any:
     """Index into BOTTLENECKS of the largest part of each step (a TimingBreakdown); nan and
     +inf parts count 0 (np.nan_to_num)."""
-    values = [[getattr(t, k) for k in keys] for _, keys in BOTTLENECK_PARTS]
-    if all(type(x) is float for v in values for x in v):  # one configuration (timing_one)
-        one = [sum(v) for v in values]
-        one = [0.0 if x != x or x == math.inf else max(x, -sys.float_info.max) for x in one]
+    flat = _part_values(t)
+    if all(type(x) is float for x in flat):  # one configuration (timing_one)
+        one, i, low = [], 0, -sys.float_info.max
+        for n in _PART_SIZES:  # each part's sum, as sum() adds (from 0)
+            x = 0
+            for j in range(i, i + n):
+                x = x + flat[j]
+            i += n
+            one.append(0.0 if x != x or x == math.inf else (x if x >= low else low))
         return one.index(max(one))
+    values = [[getattr(t, k) for k in keys] for _, keys in BOTTLENECK_PARTS]
     parts = [sum(np.asarray(x, dtype=float) for x in v) for v in values]
     stacked = np.stack(np.broadcast_arrays(*parts))
     return np.argmax(np.nan_to_num(stacked, nan=0.0, posinf=0.0), axis=0)

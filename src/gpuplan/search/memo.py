@@ -8,7 +8,7 @@ kept per catalog object: `per_catalog(cat, key, build)` returns `build()` the fi
 catalog sees `key` and the same value afterwards. The memo holds the catalog weakly and is
 tied to its identity: a new or rebuilt catalog (an overlay, `dataclasses.replace`) starts
 empty, and the entries go when the catalog goes. Only values that are read, never modified,
-are kept (frozen records; their numpy arrays are made read-only by `frozen_arrays`).
+are kept (frozen records of Python numbers, `one_row`, and read-only arrays).
 
 This is not a cache of results: the physics, the rules and the result of every call are
 computed for every call.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Hashable
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -57,10 +57,18 @@ def per_catalog(cat: Any, key: Hashable, build: Callable[[], T]) -> T:
         return value
 
 
-def frozen_arrays(record: T) -> T:
-    """The dataclass `record` with its numpy arrays made read-only (shared between calls)."""
+def one_row(record: T) -> T:
+    """A dataclass of one candidate's arrays (`hardware_table`, `efficiency_for` on one row)
+    with each one-element array as its Python number, so the scalar paths read it without
+    numpy; a larger array (the per-precision peak table) keeps its one row, read-only."""
+    values: dict[str, Any] = {}
     for f in fields(record):  # type: ignore[arg-type]
         value = getattr(record, f.name)
         if isinstance(value, np.ndarray):
-            value.setflags(write=False)
-    return record
+            if value.size == 1:
+                value = value.reshape(-1).tolist()[0]
+            else:
+                value = value.reshape(-1).copy()
+                value.setflags(write=False)
+        values[f.name] = value
+    return replace(record, **values)  # type: ignore[type-var]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,7 @@ from .evaluate import Site, outcome, own_cost, physics, site_from_catalog
 from .fit import fit_options
 from .hardware import check_precision, default_system, efficiency_for, hardware_table
 from .intervals import Interval, interval
-from .memo import frozen_arrays, per_catalog
+from .memo import one_row, per_catalog
 from .platforms import (
     Platform,
     PriceRow,
@@ -59,9 +60,12 @@ def first(x: Any) -> float:
     return float(np.asarray(x, dtype=float).reshape(-1)[0])
 
 
+_PLAIN = (int, float, bool)
+
+
 def one(x: Any) -> Any:
     """The single value of a grid of one, as a Python number (bool, int or float)."""
-    return x if type(x) in (int, float, bool) else np.asarray(x).reshape(-1)[0].item()
+    return x if type(x) in _PLAIN else np.asarray(x).reshape(-1)[0].item()
 
 
 def host_watts_per_gpu(cat: Catalog, p: Platform) -> float:
@@ -154,8 +158,13 @@ def power_limited(hw: Any, gpu: Accelerator, limit_watts: float) -> Any:
                    tdp_watts=np.minimum(hw.tdp_watts, limit_watts))
 
 
+_LAYOUT_FIELDS = tuple(Layout.__dataclass_fields__)
+_layout_values = attrgetter(*_LAYOUT_FIELDS)
+
+
 def _layout_info(layout: Layout) -> LayoutInfo:
-    v = {k: one(getattr(layout, k)) for k in layout.__dataclass_fields__}
+    v = dict(zip(_LAYOUT_FIELDS, [x if type(x) in _PLAIN else one(x)
+                                  for x in _layout_values(layout)], strict=True))
     return LayoutInfo(
         tp=int(v["tp"]), pp=int(v["pp"]), dp=int(v["dp"]), cp=int(v["cp"]), ep=int(v["ep"]),
         vpp=int(v["vpp"]), zero=int(v["zero"]), micro_batch=int(v["micro_batch"]),
@@ -178,13 +187,21 @@ def _layout_info(layout: Layout) -> LayoutInfo:
 # the MemoryBreakdown fields `memory_detail_gib` lists, in their order
 DETAIL_FIELDS = tuple(k for k in MemoryBreakdown.__dataclass_fields__
                       if k not in TUNED_FIELDS and k != "host_traffic")
+_detail_values = attrgetter(*DETAIL_FIELDS)
+_timing_values = attrgetter(*TIMING_PARTS)
+
+
+def _gib(values: tuple[Any, ...]) -> list[float]:
+    """Bytes (Python floats, or grids of one) -> GiB as Python floats."""
+    return [(x if type(x) is float else first(x)) / GiB for x in values]
 
 
 def _memory_fields(mem: Any, layout: Layout, site: Site) -> dict[str, Any]:
     """The estimate's memory figures (GiB) from the breakdown of the most loaded GPU."""
+    summary = mem_summary(mem)
     return dict(
-        memory_gib=MemoryGiB(**{k: first(v) / GiB for k, v in mem_summary(mem).items()}),
-        memory_detail_gib=tuple((k, first(getattr(mem, k)) / GiB) for k in DETAIL_FIELDS),
+        memory_gib=MemoryGiB(**dict(zip(summary, _gib(tuple(summary.values())), strict=True))),
+        memory_detail_gib=tuple(zip(DETAIL_FIELDS, _gib(_detail_values(mem)), strict=True)),
         allocated_gib=first(mem.allocated) / GiB, reserved_gib=first(mem.reserved) / GiB,
         memory_buffers=memory_buffers(mem, layout, site))
 
@@ -192,15 +209,16 @@ def _memory_fields(mem: Any, layout: Layout, site: Site) -> dict[str, Any]:
 def _timing_fields(t: Any, eff: Efficiency, runs: bool, gpus: int) -> dict[str, Any]:
     """The estimate's rates, bottleneck and time breakdown from the step-time breakdown."""
     tps = first(t.tokens_per_s)
-    small = runs and bool(np.asarray(fz.small_micro_batch(
+    small = runs and bool(one(fz.small_micro_batch(
         overhead_s=t.overhead_s, compute_s=t.compute_s, matmul_efficiency=t.matmul_efficiency,
-        matmul_max=eff.matmul_max)).reshape(-1)[0])
+        matmul_max=first(eff.matmul_max))))
+    parts = [x if type(x) is float else first(x) for x in _timing_values(t)] if runs \
+        else [0.0] * len(TIMING_PARTS)
     return dict(
         tokens_per_s=tps, tokens_per_s_per_gpu=tps / gpus, mfu=first(t.mfu), hfu=first(t.hfu),
         bottleneck=fz.BOTTLENECKS[int(one(fz.bottleneck(t)))], micro_batch_too_small=small,
         efficiency_is_guess=bool(one(t.efficiency_guess)),
-        time_breakdown_s=tuple((k, first(getattr(t, k)) if runs else 0.0)
-                               for k in TIMING_PARTS))
+        time_breakdown_s=tuple(zip(TIMING_PARTS, parts, strict=True)))
 
 
 def _warnings(plat: Platform, layout: Layout, gpus: int, memory_bytes: Any, capacity_bytes: float,
@@ -239,7 +257,7 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
              power_limit_watts: float | None = None, grad_reduce_dtype: str | None = None,
              memory_options: tuple[str | None, ...] = ()) -> Estimate:
     """`memory_options`: (moments dtype, activation cache, EMA place), `with_memory_options`."""
-    check_precision(gpu, PRECISIONS[int(layout.precision)])
+    _check_precision(cat, gpu, PRECISIONS[int(layout.precision)])
     site = with_memory_options(with_grad_reduce(_site(cat, overrides), grad_reduce_dtype),
                                layout, *memory_options)
     plat, hw = _hardware(cat, gpu, offer, system)
@@ -277,6 +295,14 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
     return _with_run(cat, base, plat, gpu, model, site, pricing, usd_per_gpu_hour, iv)
 
 
+def _check_precision(cat: Catalog, gpu: Accelerator, precision: str) -> None:
+    """`hardware.check_precision`, once per catalog for a catalog's own accelerator."""
+    if cat.accelerators.get(gpu.id) is not gpu:
+        check_precision(gpu, precision)
+    else:
+        per_catalog(cat, ("precision", gpu.id, precision), lambda: check_precision(gpu, precision))
+
+
 def _site(cat: Catalog, overrides: dict[str, float | None]) -> Site:
     """The site: the catalog's defaults (once per catalog) or, with an override, built anew."""
     if any(v is not None for v in overrides.values()):
@@ -286,11 +312,11 @@ def _site(cat: Catalog, overrides: dict[str, float | None]) -> Site:
 
 def _hardware(cat: Catalog, gpu: Accelerator, offer: str | None, system: str | None
               ) -> tuple[Platform, Any]:
-    """The platform of `gpu` (`resolve_platform`) and its hardware row (`hardware_table`),
-    once per catalog for a catalog's own accelerator."""
+    """The platform of `gpu` (`resolve_platform`) and its hardware row (`hardware_table`, as
+    Python numbers: `one_row`), once per catalog for a catalog's own accelerator."""
     def build() -> tuple[Platform, Any]:
         plat = resolve_platform(cat, gpu, offer, system)
-        return plat, frozen_arrays(hardware_table(cat, [(gpu, plat)]))
+        return plat, one_row(hardware_table(cat, [(gpu, plat)]))
 
     if cat.accelerators.get(gpu.id) is not gpu:  # a changed copy: its own figures
         return build()
@@ -298,10 +324,10 @@ def _hardware(cat: Catalog, gpu: Accelerator, offer: str | None, system: str | N
 
 
 def _efficiency(cat: Catalog, family: str, stack: str) -> tuple[Efficiency, Interval]:
-    """The efficiency constants (`efficiency_for`) and prediction interval (`interval`) of a
-    (family, stack) pair, once per catalog."""
+    """The efficiency constants (`efficiency_for`, as Python numbers: `one_row`) and the
+    prediction interval (`interval`) of a (family, stack) pair, once per catalog."""
     def build() -> tuple[Efficiency, Interval]:
-        eff = frozen_arrays(efficiency_for(cat, np.array([family], dtype=object), stack))
+        eff = one_row(efficiency_for(cat, np.array([family], dtype=object), stack))
         return eff, interval(cat, family, stack, bool(one(eff.guess)))
 
     return per_catalog(cat, ("efficiency", family, stack), build)
@@ -354,7 +380,9 @@ def memory_buffers(mem: Any, layout: Layout, site: Site) -> tuple[tuple[str, flo
     """(name, GiB, dtype) of each line of `other` for one configuration."""
     reduce = (site.stack_buffers or bufm.LEGACY).grad_reduce_bytes[int(one(layout.stack))]
     dtypes = bufm.buffer_dtypes(PRECISIONS[int(layout.precision)], float(reduce))
-    return tuple((k, first(v) / GiB, dtypes[k]) for k, v in mem.buffer_lines().items())
+    lines = mem.buffer_lines()
+    return tuple(zip(lines, _gib(tuple(lines.values())), [dtypes[k] for k in lines],
+                     strict=True))
 
 
 def _with_run(cat: Catalog, base: dict[str, Any], plat: Platform, gpu: Accelerator,
