@@ -24,10 +24,34 @@ from typing import TYPE_CHECKING, Any
 
 from .catalog import Catalog, load_catalog
 from .errors import ConfigError
+from .search.inputs import check_input
 from .search.results import Estimate, PlanResult
-from .spec import ModelSpec
+from .spec import (
+    MOE_DISPATCHERS,
+    OPTIMIZERS,
+    PRECISIONS,
+    R_MODULES,
+    RECOMPUTE,
+    SCHEDULES,
+    STACKS,
+    Layout,
+    ModelSpec,
+    code,
+    modules_code,
+    offload_code,
+)
 from .units import parse_count
-from .workload import check_tokens, default_global_batch, default_seq_len, finetune_of
+from .workload import (
+    check_tokens,
+    default_global_batch,
+    default_seq_len,
+    finetune_of,
+    finetune_spec,
+    finetune_tokens,
+    model_from_flags,
+    resolve_model,
+    with_finetune,
+)
 
 if TYPE_CHECKING:
     from .search.ownership import TcoResult
@@ -53,8 +77,6 @@ def _catalog(catalog: Catalog | str | Sequence[str] | None) -> Catalog:
 
 
 def _model(cat: Catalog, model: str | ModelSpec | None, flags: dict[str, Any]) -> ModelSpec:
-    from .workload import model_from_flags, resolve_model
-
     if isinstance(model, ModelSpec):
         return model
     dims = {k: flags.get(k) for k in ("layers", "hidden", "heads", "vocab")}
@@ -85,8 +107,6 @@ def _site(cat: Catalog, flags: dict[str, Any], scen: dict[str, Any] | None = Non
 def _site_overrides(flags: dict[str, Any]) -> dict[str, float | None]:
     """The site flags given, as `evaluate.Site` fields (None where not given), each checked by
     the rule `gpuplan tco` applies to the same input (`search.inputs.check_input`)."""
-    from .search.inputs import check_input
-
     return {field: None if flags.get(flag) is None else
             check_input(SITE_RULES.get(flag, flag), flags[flag], "--" + flag.replace("_", "-"))
             for flag, field in SITE_FLAGS.items()}
@@ -109,19 +129,6 @@ def _layout(model: ModelSpec, *, gpus: int | None, tp: int, pp: int, cp: int, ep
             recompute_every: int = 1, first_stage_layers: int = 0,
             last_stage_layers: int = 0, schedule: str = "1f1b",
             offload_layers: int = 0, moe_dispatcher: str = "auto") -> tuple[Any, int]:
-    from .spec import (
-        MOE_DISPATCHERS,
-        OPTIMIZERS,
-        PRECISIONS,
-        R_MODULES,
-        RECOMPUTE,
-        SCHEDULES,
-        STACKS,
-        Layout,
-        code,
-        modules_code,
-        offload_code,
-    )
 
     if fsdp and zero not in (0, 3):
         raise ConfigError("--fsdp means --zero 3; drop one of them")
@@ -181,8 +188,6 @@ def _finetuned(m: ModelSpec, ft_args: dict[str, Any], tokens: Any, seq_len: int 
                ) -> tuple[ModelSpec, Any, dict[str, Any]]:
     """The model with its fine-tuning method (`workload.with_finetune`), the tokens (given, or
     from --samples x --seq-len x --epochs) and the facts `search.finetune.info` reports."""
-    from .workload import finetune_spec, finetune_tokens, with_finetune
-
     a = {k: ft_args.get(k) for k in FINETUNE_ARGS}
     ft = finetune_spec(m, method=a["method"] or "full", lora_rank=a["lora_rank"],
                        lora_targets=a["lora_targets"], quant=a["quant"])
@@ -329,8 +334,6 @@ def _request(cat: Catalog, m: ModelSpec, a: dict[str, Any], flags: dict[str, Any
 
 def _stack(stack: str | None) -> str | None:
     """A software stack name (None: each family's best-supported stack)."""
-    from .spec import STACKS, code
-
     return None if not stack else STACKS[code(STACKS, stack.lower(), "software stack")]
 
 

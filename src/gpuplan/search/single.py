@@ -158,30 +158,30 @@ def power_limited(hw: Any, gpu: Accelerator, limit_watts: float) -> Any:
                    tdp_watts=np.minimum(hw.tdp_watts, limit_watts))
 
 
-_LAYOUT_FIELDS = tuple(Layout.__dataclass_fields__)
-_layout_values = attrgetter(*_LAYOUT_FIELDS)
+_INFO_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "global_batch",
+                "seq_len", "precision", "recompute", "optimizer", "sp", "flash", "offload",
+                "stack", "first_stage_layers", "last_stage_layers", "shard_group",
+                "recompute_modules", "recompute_every", "schedule", "offload_layers",
+                "moe_dispatcher")
+_info_values = attrgetter(*_INFO_FIELDS)
 
 
 def _layout_info(layout: Layout) -> LayoutInfo:
-    v = dict(zip(_LAYOUT_FIELDS, [x if type(x) in _PLAIN else one(x)
-                                  for x in _layout_values(layout)], strict=True))
+    (tp, pp, dp, cp, ep, vpp, zero, mb, gb, seq, prec, rc, opt, sp, flash, off, stack, first_l,
+     last_l, sg, mods, every, sched, off_layers, dispatcher) = [
+         x if type(x) in _PLAIN else one(x) for x in _info_values(layout)]
     return LayoutInfo(
-        tp=int(v["tp"]), pp=int(v["pp"]), dp=int(v["dp"]), cp=int(v["cp"]), ep=int(v["ep"]),
-        vpp=int(v["vpp"]), zero=int(v["zero"]), micro_batch=int(v["micro_batch"]),
-        global_batch=int(v["global_batch"]), seq_len=int(v["seq_len"]),
-        microbatches=int(v["global_batch"] / (v["dp"] * v["micro_batch"])),
-        precision=PRECISIONS[int(v["precision"])], recompute=RECOMPUTE[int(v["recompute"])],
-        optimizer=OPTIMIZERS[int(v["optimizer"])], sp=bool(v["sp"]) and int(v["tp"]) > 1,
-        flash=bool(v["flash"]), offload=bool(v["offload"]), stack=STACKS[int(v["stack"])],
-        first_stage_layers=int(v["first_stage_layers"]),
-        last_stage_layers=int(v["last_stage_layers"]),
-        shard_group=int(v["shard_group"]), offload_parts=offload_names(int(v["offload"])),
-        offload_layers=int(v["offload_layers"]),
-        recompute_modules=(module_names(int(v["recompute_modules"]))
-                           if int(v["recompute"]) == R_MODULES else ()),
-        recompute_every=int(v["recompute_every"]), schedule=SCHEDULES[int(v["schedule"])],
-        moe_dispatcher="flex" if moe_dedup(int(v["moe_dispatcher"]), int(v["stack"]))
-        else "alltoall")
+        tp=int(tp), pp=int(pp), dp=int(dp), cp=int(cp), ep=int(ep), vpp=int(vpp), zero=int(zero),
+        micro_batch=int(mb), global_batch=int(gb), seq_len=int(seq),
+        microbatches=int(gb / (dp * mb)), precision=PRECISIONS[int(prec)],
+        recompute=RECOMPUTE[int(rc)], optimizer=OPTIMIZERS[int(opt)],
+        sp=bool(sp) and int(tp) > 1, flash=bool(flash), offload=bool(off),
+        stack=STACKS[int(stack)], first_stage_layers=int(first_l),
+        last_stage_layers=int(last_l), shard_group=int(sg),
+        offload_parts=offload_names(int(off)) if off else (), offload_layers=int(off_layers),
+        recompute_modules=module_names(int(mods)) if int(rc) == R_MODULES else (),
+        recompute_every=int(every), schedule=SCHEDULES[int(sched)],
+        moe_dispatcher="flex" if moe_dedup(int(dispatcher), int(stack)) else "alltoall")
 
 
 # the MemoryBreakdown fields `memory_detail_gib` lists, in their order
@@ -272,8 +272,9 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
     fits = bool(one(ph.fits))
     step = first(t.step_s)
     runs = math.isfinite(step)
+    params, active = _params(cat, model)
     base: dict[str, Any] = dict(
-        model=model.id, params=model.total_params(), active_params=model.active_params(),
+        model=model.id, params=params, active_params=active,
         gpu=gpu.id, gpus=gpus, platform=plat.id, gpus_per_node=plat.gpus_per_node,
         layout=_memory_echo(_layout_info(layout), layout, site),
         **_memory_fields(mem, layout, site),
@@ -293,6 +294,15 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
     if tokens is None:
         return Estimate(**base, feasible=True, infeasible_reason=None)
     return _with_run(cat, base, plat, gpu, model, site, pricing, usd_per_gpu_hour, iv)
+
+
+def _params(cat: Catalog, model: ModelSpec) -> tuple[int, int]:
+    """(total, active) parameters of the model, once per catalog for a catalog's own model
+    (a model from flags or a config.json, or a fine-tuned copy, is counted every call)."""
+    if cat.models.get(model.id) is not model:
+        return model.total_params(), model.active_params()
+    return per_catalog(cat, ("params", model.id),
+                       lambda: (model.total_params(), model.active_params()))
 
 
 def _check_precision(cat: Catalog, gpu: Accelerator, precision: str) -> None:
@@ -391,7 +401,7 @@ def _with_run(cat: Catalog, base: dict[str, Any], plat: Platform, gpu: Accelerat
     """Days, money and energy of training on `tokens` (a run that never ends is infeasible)."""
     mode_name, rate = _price(cat, plat, pricing, usd_per_gpu_hour, site, int(base["gpus"]))
     o = outcome(tokens=base["tokens"], tokens_per_s=base["tokens_per_s"], gpus=base["gpus"],
-                gpus_per_node=plat.gpus_per_node, params=model.total_params(),
+                gpus_per_node=plat.gpus_per_node, params=base["params"],
                 mode=costm.mode_code(mode_name or "on-demand"),
                 usd_per_gpu_hour=rate if rate is not None else 0.0,
                 tdp_watts=min(gpu.tdp_watts, base["power_limit_watts"] or gpu.tdp_watts),
