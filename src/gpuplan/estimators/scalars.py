@@ -80,10 +80,10 @@ def pipeline_stages(model: ModelSpec, tp: float, pp: float, ep: float, vpp: floa
     emb = model.vocab * h / tp
     roots = (single, 0.0, single) if pp == 1 else (emb, 0.0, emb + h)
     if not model.is_moe:
-        a, b, c = (StageParams(dense=lay * (attn + mlp) + r, expert=0.0, unit=attn + mlp,
-                               unit_expert=0.0, root=r, dense_layers=lay, moe_layers=0.0)
-                   for lay, r in zip(n, roots, strict=True))
-        return a, b, c
+        unit = attn + mlp
+        return (StageParams(n[0] * unit + roots[0], 0.0, unit, 0.0, roots[0], n[0], 0.0),
+                StageParams(n[1] * unit + roots[1], 0.0, unit, 0.0, roots[1], n[1], 0.0),
+                StageParams(n[2] * unit + roots[2], 0.0, unit, 0.0, roots[2], n[2], 0.0))
     experts = (model.experts / ep) * model.expert_params() / tp
     other = model.shared_experts * model.expert_params() / tp + model.hidden * model.experts
     out = []

@@ -155,8 +155,8 @@ def run_goodput(*, gpus: Any, gpus_per_node: Any, params: float, spot: Any, site
 class Physics:
     memory: Any  # memory.MemoryBreakdown (bytes, arrays)
     timing: Any  # timing.TimingBreakdown (arrays)
-    fits: np.ndarray  # reserved <= usable (GPU memory - runtime context), i.e. total <= GPU
-    headroom_bytes: np.ndarray
+    fits: Any  # reserved <= usable (GPU memory - runtime context), i.e. total <= GPU
+    headroom_bytes: Any  # arrays; Python numbers for one configuration on one-row hardware
 
 
 def memory_per_gpu(model: ModelSpec, layout: Layout, site: Site) -> Any:
@@ -187,7 +187,10 @@ def physics(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency,
                                           runtime_overhead_bytes=site.runtime_overhead_bytes,
                                           fragmentation=site.fragmentation,
                                           stacks=site.stack_buffers)
-    headroom = np.asarray(hw.memory_bytes) - mem.total
+    cap, total = hw.memory_bytes, mem.total
+    # one configuration in Python floats (the fast paths, a one-row hardware): no numpy
+    headroom = cap - total if type(cap) is float and type(total) is float \
+        else np.asarray(cap) - total
     return Physics(memory=mem, timing=timing_one.step_time_one(model, layout, hw, eff,
                                                                mem.host_traffic),
                    fits=headroom >= 0, headroom_bytes=headroom)
