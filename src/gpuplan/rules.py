@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -87,9 +88,9 @@ class LayoutArrays:
     @classmethod
     def single(cls, layout: Any) -> LayoutArrays:
         """One configuration (each field holds one value, of any shape) as Python integers."""
-        values = {k: getattr(layout, n) for k, n in LAYOUT_NAMES.items()}
-        return cls(**{k: x if type(x) is int else int(np.asarray(x).reshape(-1)[0])
-                      for k, x in values.items()})
+        return cls(**dict(zip(LAYOUT_NAMES, [x if type(x) is int else
+                                             int(np.asarray(x).reshape(-1)[0])
+                                             for x in _layout_values(layout)], strict=True)))
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -97,6 +98,9 @@ class LayoutArrays:
 
     def scalars(self) -> dict[str, int]:
         return {f: int(getattr(self, f)) for f in LAYOUT_NAMES}
+
+
+_layout_values = attrgetter(*LAYOUT_NAMES.values())
 
 
 def _rules(v: LayoutArrays, m: Any, gpus: int | None) -> Iterator[tuple[str, Any]]:

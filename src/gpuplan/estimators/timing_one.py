@@ -20,6 +20,7 @@ answer; a feature added to `timing` that this file does not follow belongs in `m
 from __future__ import annotations
 
 import math
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,8 @@ _LAYOUT = (("tp", "tp"), ("pp", "pp"), ("dp", "dp"), ("cp", "cp"), ("ep", "ep"),
            ("sched", "schedule"), ("stack", "stack"), ("disp", "moe_dispatcher"))
 _HW = ("scale_up_domain", "scale_up_bytes_per_s", "scale_up_latency_s", "scale_out_bytes_per_s",
        "scale_out_latency_s", "memory_bandwidth_bytes_per_s", "peak_flops")
+_LAYOUT_NAMES = tuple(n for _, n in _LAYOUT)
+_HW_ALL = (*_HW, "host_bytes_per_s")
 
 
 _PLAIN = (int, float, bool)
@@ -63,9 +66,10 @@ def mirrors(model: ModelSpec, layout: Any, hw: Any, eff: Any, host_traffic: Any 
     `timing.step_time` to 1e-9): every layout, hardware and efficiency field and the host
     traffic hold one value (a per-precision peak table holds one row)."""
     table = getattr(hw, "peak_flops_by_precision", None)
-    return (_one(host_traffic) and all(_one(getattr(layout, n, 0)) for _, n in _LAYOUT)
-            and all(_one(getattr(eff, n)) for n in _EFF)
-            and all(_one(getattr(hw, n)) for n in (*_HW, "host_bytes_per_s") if hasattr(hw, n))
+    fields = (*map(getattr, repeat(layout), _LAYOUT_NAMES, repeat(0)),
+              *map(getattr, repeat(eff), _EFF),
+              *(getattr(hw, n) for n in _HW_ALL if hasattr(hw, n)))
+    return (_one(host_traffic) and all(type(x) in _PLAIN or _one(x) for x in fields)
             and (table is None or (table.size == table.shape[-1] if isinstance(table, np.ndarray)
                                    else np.size(table) == np.shape(table)[-1])))
 
@@ -282,6 +286,9 @@ def _shared_overlap(comms: list[tuple[float, float]], budget: float) -> list[flo
 
 
 def _efficiency(eff: Any) -> Efficiency:
+    if type(eff) is Efficiency and type(eff.guess) is bool \
+            and all(type(x) is float for x in map(getattr, repeat(eff), _EFF[:-1])):
+        return eff  # Python numbers already (a one-row efficiency)
     v = {k: _f(getattr(eff, k)) for k in _EFF}
     return Efficiency(**{**v, "guess": bool(v["guess"])})
 
