@@ -178,9 +178,9 @@ def main() -> int:
         (ESTIMATE_FITS, lambda: gpuplan.estimate(gpu=GPU, model=MODEL, catalog=cat, zero=1,
                                                  **LAYOUT), n // 5)]
     with tempfile.TemporaryDirectory() as d:
-        times, la = _rounds(rows, *llm_analysis(model, args.la_python, Path(d)),
-                            max(n // 4, 1))
-    _print(times, la)
+        la_fn, where = llm_analysis(model, args.la_python, Path(d))
+        times, la = _rounds(rows, la_fn, where, max(n // 4, 1))
+    _print(times, la, where)
     return 0
 
 
@@ -208,17 +208,11 @@ def _rounds(rows: list[tuple[str, Callable[[], Any], int]], la: Any, where: str,
                 la, la_times = None, f"failed: {err}"
     if la and where == "own process":
         la(0, 0)
-    if isinstance(la_times, dict):
-        la_times = {z: v for z, v in la_times.items()}
-        global LA_WHERE
-        LA_WHERE = where
     return times, la_times
 
 
-LA_WHERE = ""
-
-
-def _print(times: dict[str, list[float]], la: dict[int, list[float]] | str) -> None:
+def _print(times: dict[str, list[float]], la: dict[int, list[float]] | str, where: str
+           ) -> None:
     med = {k: statistics.median(v) for k, v in times.items()}
     la_med = {z: statistics.median(v) for z, v in la.items()} if isinstance(la, dict) else {}
     print(f"{MODEL} on 256 x {GPU}, " + ", ".join(f"{k} {v}" for k, v in LAYOUT.items())
@@ -231,7 +225,7 @@ def _print(times: dict[str, list[float]], la: dict[int, list[float]] | str) -> N
         print(f"  llm-analysis 0.2.2 train(): {la}")
         return
     for z, x in la_med.items():
-        name = LA_ROW.format(z=z, where=LA_WHERE)
+        name = LA_ROW.format(z=z, where=where)
         print(f"  {name:56s} {x:8.1f} ({min(la[z]):7.1f})")  # type: ignore[index]
     print(f"  whole estimate() / train(), same configuration: {med[ESTIMATE_FITS] / la_med[1]:.2f}"
           f" when the layout fits (zero 1), {med[ESTIMATE_NOFIT] / la_med[0]:.2f} when it does "
