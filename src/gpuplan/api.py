@@ -267,7 +267,8 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
                      None if ft_facts.get("samples") else tokens)
     e = single.estimate(cat, m, acc, layout, gpus=n, tokens=value, offer=offer,
                         system=system, usd_per_gpu_hour=usd_per_gpu_hour, pricing=pricing,
-                        overrides=_site_overrides(flags), power_limit_watts=power_limit_watts,
+                        overrides=_site_overrides(flags) if flags else {},
+                        power_limit_watts=power_limit_watts,
                         grad_reduce_dtype=grad_reduce_dtype,
                         memory_options=(moments_dtype, activation_cache, ema))
     ft_facts.pop("tokens")
