@@ -166,7 +166,7 @@ _INFO_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "glo
 _info_values = attrgetter(*_INFO_FIELDS)
 
 
-def _layout_info(layout: Layout) -> LayoutInfo:
+def _layout_info(layout: Layout, **memory_options: str) -> LayoutInfo:
     (tp, pp, dp, cp, ep, vpp, zero, mb, gb, seq, prec, rc, opt, sp, flash, off, stack, first_l,
      last_l, sg, mods, every, sched, off_layers, dispatcher) = [
          x if type(x) in _PLAIN else one(x) for x in _info_values(layout)]
@@ -181,7 +181,8 @@ def _layout_info(layout: Layout) -> LayoutInfo:
         offload_parts=offload_names(int(off)) if off else (), offload_layers=int(off_layers),
         recompute_modules=module_names(int(mods)) if int(rc) == R_MODULES else (),
         recompute_every=int(every), schedule=SCHEDULES[int(sched)],
-        moe_dispatcher="flex" if moe_dedup(int(dispatcher), int(stack)) else "alltoall")
+        moe_dispatcher="flex" if moe_dedup(int(dispatcher), int(stack)) else "alltoall",
+        **memory_options)
 
 
 # the MemoryBreakdown fields `memory_detail_gib` lists, in their order
@@ -276,7 +277,7 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
     base: dict[str, Any] = dict(
         model=model.id, params=params, active_params=active,
         gpu=gpu.id, gpus=gpus, platform=plat.id, gpus_per_node=plat.gpus_per_node,
-        layout=_memory_echo(_layout_info(layout), layout, site),
+        layout=_layout_info(layout, **_memory_echo(layout, site)),
         **_memory_fields(mem, layout, site),
         gpu_memory_gib=cap / GiB, headroom_gib=first(ph.headroom_bytes) / GiB, fits=fits,
         suggestions=() if fits else fit_options(
@@ -377,13 +378,14 @@ def with_memory_options(site: Site, layout: Layout, moments_dtype: str | None = 
     return site if sb is (site.stack_buffers or bufm.LEGACY) else replace(site, stack_buffers=sb)
 
 
-def _memory_echo(info: LayoutInfo, layout: Layout, site: Site) -> LayoutInfo:
-    """The layout echo with the memory options its stack runs with (`with_memory_options`)."""
+def _memory_echo(layout: Layout, site: Site) -> dict[str, str]:
+    """The memory options the layout's stack runs with (`with_memory_options`), for the
+    layout echo."""
     sb = site.stack_buffers or bufm.LEGACY
     s = int(one(layout.stack))
     moments = {v: k for k, v in bufm.MOMENT_DTYPES.items()}[float(sb.moment_bytes[s])]
-    return replace(info, moments_dtype=moments,
-                   activation_cache="fp8" if sb.fp8_act_cache[s] else "stack", ema=sb.ema[s])
+    return dict(moments_dtype=moments, activation_cache="fp8" if sb.fp8_act_cache[s] else "stack",
+                ema=sb.ema[s])
 
 
 def memory_buffers(mem: Any, layout: Layout, site: Site) -> tuple[tuple[str, float, str], ...]:
