@@ -360,6 +360,8 @@ def with_memory_options(site: Site, layout: Layout, moments_dtype: str | None = 
                         activation_cache: str | None = None, ema: str | None = None) -> Site:
     """The site with every stack keeping the run's memory options (estimators/buffers.py:
     `--moments-dtype`, `--activation-cache`, `--ema`; None: the stack's own)."""
+    if moments_dtype is None and activation_cache is None and ema is None:
+        return site  # the stacks' own options
     sb = site.stack_buffers or bufm.LEGACY
     for value, names, what in ((moments_dtype, tuple(bufm.MOMENT_DTYPES), "--moments-dtype"),
                                (activation_cache, bufm.ACTIVATION_CACHES, "--activation-cache"),
@@ -378,12 +380,15 @@ def with_memory_options(site: Site, layout: Layout, moments_dtype: str | None = 
     return site if sb is (site.stack_buffers or bufm.LEGACY) else replace(site, stack_buffers=sb)
 
 
+_MOMENT_NAMES = {v: k for k, v in bufm.MOMENT_DTYPES.items()}  # bytes -> --moments-dtype
+
+
 def _memory_echo(layout: Layout, site: Site) -> dict[str, str]:
     """The memory options the layout's stack runs with (`with_memory_options`), for the
     layout echo."""
     sb = site.stack_buffers or bufm.LEGACY
     s = int(one(layout.stack))
-    moments = {v: k for k, v in bufm.MOMENT_DTYPES.items()}[float(sb.moment_bytes[s])]
+    moments = _MOMENT_NAMES[float(sb.moment_bytes[s])]
     return dict(moments_dtype=moments, activation_cache="fp8" if sb.fp8_act_cache[s] else "stack",
                 ema=sb.ema[s])
 
