@@ -3,7 +3,8 @@
 A run in ``data/published_runs.csv`` that published a throughput ran, so it fitted its GPUs.
 `run_fit` predicts its per-GPU memory with the run's recorded configuration -- the layout, and
 the memory settings its source states in their own columns (recompute modules, gradient
-reduction dtype, optimizer-moment dtype, activation cache, offload, uneven pipeline stages) --
+reduction dtype, optimizer-moment dtype, activation cache, offload, uneven pipeline stages) and
+the loss kernel its stack's code at the benchmark's release runs (`FUSED_LOSS_SOURCES`) --
 and applies the same test as `gpuplan estimate`: ``fits`` when the reserved peak plus the CUDA
 runtime context is at most the GPU's memory (`search.evaluate.physics`), i.e. reserved <=
 usable. A layout the model refuses is reported with its one-line refusal (``fits`` None).
@@ -11,12 +12,13 @@ usable. A layout the model refuses is reported with its one-line refusal (``fits
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..catalog import Catalog
 from ..errors import CatalogError, GpuplanError
+from ..estimators.buffers import LEGACY
 from ..search.evaluate import memory_per_gpu, site_from_catalog
 from ..search.single import with_grad_reduce, with_memory_options
 from ..spec import Layout, ModelSpec, modules_code, offload_code
@@ -35,16 +37,19 @@ class MemoryFit:
 
 
 def run_fit(cat: Catalog, model: ModelSpec, layout: Layout, gpus: int, capacity_bytes: float,
-            options: tuple[str | None, str | None, str | None] = (None, None, None)
-            ) -> MemoryFit:
-    """`options`: (grad reduce dtype, moments dtype, activation cache); None = the stack's
-    (`search.single.with_grad_reduce` / `with_memory_options`, as `gpuplan estimate`)."""
+            options: tuple[str | None, ...] = (None, None, None, None)) -> MemoryFit:
+    """`options`: (grad reduce dtype, moments dtype, activation cache, loss); None = the
+    stack's (`search.single.with_grad_reduce` / `with_memory_options`, as `gpuplan estimate`);
+    loss 'fused': the loss keeps only the 16-bit logits (`FUSED_LOSS_SOURCES`)."""
     cap = float(capacity_bytes) / GiB
     try:
         layout.check(model, gpus)
-        grad, moments, cache = options
+        grad, moments, cache, loss = (*options, None, None, None, None)[:4]
         site = with_memory_options(with_grad_reduce(site_from_catalog(cat), grad), layout,
                                    moments, cache)
+        if loss == "fused":
+            site = replace(site, stack_buffers=(site.stack_buffers or LEGACY)
+                           .with_compiled_loss())
     except GpuplanError as err:
         return MemoryFit(fits=None, memory_gib=None, reserved_gib=None, capacity_gib=cap,
                          refused=str(err))
@@ -93,10 +98,37 @@ def offload_field(text: str) -> tuple[int, int]:
     return offload_code(",".join(p for p in parts if p.strip())), n
 
 
-def memory_options(row: dict[str, str]) -> tuple[str | None, str | None, str | None]:
-    """(grad reduce dtype, moments dtype, activation cache) of a row; None = the stack's."""
+# The sources whose stack computes the loss with a fused cross-entropy kernel that keeps only
+# the 16-bit logits for backward and returns a 16-bit gradient -- no fp32 log-softmax, no fp32
+# copy of the logits: the memory of `buffers.StackBuffers.with_compiled_loss` (the loss line
+# 4 B per logit instead of 10 under the fsdp stack's default). A setting of the stack's code
+# at every release the source benchmarked, so it is keyed by the source, not a column.
+FUSED_LOSS_SOURCES = {
+    "MosaicML llm-foundry": (
+        "mosaicml/llm-foundry tags v0.2.0 and v0.3.0 (the benchmarks' git_branch: "
+        "scripts/train/benchmarking/submit_benchmarks.py at b2a43a147), "
+        "llmfoundry/models/mpt/modeling_mpt.py ComposerMPTCausalLM: loss_fn defaults to "
+        "'fused_crossentropy' (flash_attn.losses.cross_entropy.CrossEntropyLoss) and forward() "
+        "passes no labels, so no torch cross-entropy runs; setup.py extra 'gpu' installs "
+        "xentropy-cuda-lib (flash-attention v1.0.3 / v1.0.9 csrc/xentropy); Dao-AILab/"
+        "flash-attention v1.0.9 flash_attn/losses/cross_entropy.py SoftmaxCrossEntropyLossFn: "
+        "ctx.save_for_backward(logits, lse, labels) -- the bf16 logits and one fp32 lse per "
+        "token -- and backward returns xentropy_cuda_lib.backward's gradient in the logits' "
+        "dtype"),
+}
+
+
+def loss_option(row: dict[str, str]) -> str | None:
+    """'fused' when the row's source is one of `FUSED_LOSS_SOURCES`; None = the stack's."""
+    src = row.get("source", "")
+    return "fused" if any(src.startswith(k) for k in FUSED_LOSS_SOURCES) else None
+
+
+def memory_options(row: dict[str, str]) -> tuple[str | None, ...]:
+    """(grad reduce dtype, moments dtype, activation cache, loss) of a row; None = the
+    stack's."""
     grad, moments, cache = (row.get(k, "").strip() or None for k in MEMORY_OPTIONS)
-    return grad, moments, cache
+    return grad, moments, cache, loss_option(row)
 
 
 def int_field(row: dict[str, str], key: str, default: int = 0) -> int:
