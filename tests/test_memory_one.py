@@ -4,9 +4,9 @@ model (`memory.memory_breakdown`) on random configurations, field by field, to 1
 shard groups, recompute modes and modules, offload parts and the activations of the first N
 layers, 1F1B and DualPipe), fine-tuning methods (with each stack's adapter dtype and loss
 chunks), precisions (FP8 under each stack's primary weights and GEMM inputs), optimizers, every
-software stack, a compiled loss, and SwiGLU, GELU and squared-ReLU MLPs, and the run's memory
-options (BF16 moments, DeepSeek-V3's FP8 activation cache, a parameter EMA on the GPU or the
-host) with the mla_up_proj module on MLA models (#11)."""
+software stack, a compiled or in-place loss, and SwiGLU, GELU and squared-ReLU MLPs, and the
+run's memory options (BF16 moments, DeepSeek-V3's FP8 activation cache, a parameter EMA on the
+GPU or the host) with the mla_up_proj module on MLA models (#11)."""
 
 from __future__ import annotations
 
@@ -91,13 +91,15 @@ def test_scalar_memory_equals_the_vectorized_model_on_random_configurations(cat,
     kw = dict(runtime_overhead_bytes=site.runtime_overhead_bytes,
               fragmentation=site.fragmentation, stacks=sb)
     compiled = {**kw, "stacks": (sb or buffers.LEGACY).with_compiled_loss()}
+    inplace = {**kw, "stacks": (sb or buffers.LEGACY).with_inplace_loss()}
     rng = np.random.default_rng({"catalog": 12, "legacy": 13, "bf16-reduce": 14}[stacks])
     seen = set()
     for _ in range(400 if stacks == "catalog" else 150):
         model, lay = _random_case(cat, rng)
         assert mirrors(lay)
-        loss = rng.random() < 0.3  # a compiled loss (StackBuffers.with_compiled_loss)
-        case = compiled if loss else kw
+        # a compiled or an in-place loss (StackBuffers.with_compiled_loss / with_inplace_loss)
+        u = rng.random()
+        case = compiled if u < 0.15 else inplace if u < 0.3 else kw
         opts = ()
         if rng.random() < 0.4:  # the run's memory options (#11: DeepSeek-V3's savings)
             opts = (str(rng.choice(["fp32", "bf16"])), str(rng.choice(["stack", "fp8"])),
@@ -109,19 +111,20 @@ def test_scalar_memory_equals_the_vectorized_model_on_random_configurations(cat,
         one = memory_breakdown_one(model, lay, **case)
         for f in fields(MemoryBreakdown):
             v, o = np.asarray(getattr(vec, f.name)).reshape(-1)[0], getattr(one, f.name)
-            assert same(o, v), (f.name, o, v, model.id, lay, loss)
+            assert same(o, v), (f.name, o, v, model.id, lay, u)
         seen |= {("opts", *opts[:2], opts[1] == "fp8" and lay.precision == FP8, model.is_mla)
                  for _ in (1,) if opts} | {("ema", opts[2]) for _ in (1,) if opts}
         seen |= {("mla_up", model.is_mla, bool(lay.recompute_modules & 32)
                   and lay.recompute == R_MODULES)}
         seen |= {("offload_layers", bool(lay.offload & 8), lay.offload_layers > 0)}
         seen |= {("stack", lay.stack, lay.precision == FP8), ("dualpipe", lay.schedule),
-                 ("compiled", loss), ("mlp", model.mlp), ("tuned", lay.stack, one.tuned)}
+                 ("loss", 0 if u < 0.15 else 1 if u < 0.3 else 2), ("mlp", model.mlp),
+                 ("tuned", lay.stack, one.tuned)}
     # the generator reaches every stack with and without FP8 and with a fine-tuned model,
-    # DualPipe and 1F1B, compiled and eager losses, each MLP kind
+    # DualPipe and 1F1B, compiled, in-place and eager losses, each MLP kind
     want = {("stack", s, f8) for s in range(len(STACKS)) for f8 in (False, True)} | {
         ("tuned", s, True) for s in range(len(STACKS))} | {
-        ("dualpipe", S_DUALPIPE), ("dualpipe", S_1F1B), ("compiled", True), ("compiled", False),
+        ("dualpipe", S_DUALPIPE), ("dualpipe", S_1F1B), ("loss", 0), ("loss", 1), ("loss", 2),
         ("mlp", "swiglu"), ("mlp", "gelu"), ("mlp", "relu2"), ("offload_layers", True, True)}
     if stacks == "catalog":  # and the memory options, on MLA and other models (#11)
         want |= {("ema", e) for e in ("none", "gpu", "host")} | {

@@ -102,6 +102,19 @@ def test_compiled_loss_saves_bf16_logits_only(stacks, llama8b):
     assert float(eager - compiled) == pytest.approx(6.0 * 4096 * llama8b.vocab, rel=REL)
 
 
+def test_inplace_loss_keeps_the_bf16_logits_only(stacks, llama8b):
+    """Transformer Engine's parallel_cross_entropy writes the gradient into the 16-bit logits
+    and keeps only them: 2 B per logit, against a compiled loss's 2 + 2 (logits, gradient) and
+    Megatron's native 4 + 2 (fp32 log-softmax, 16-bit logits)."""
+    lay = Layout(dp=8, zero=1, global_batch=8, seq_len=4096, stack=MEGATRON)
+    native = memory_breakdown(llama8b, lay, stacks=stacks, **KW).logits
+    compiled = memory_breakdown(llama8b, lay, stacks=stacks.with_compiled_loss(), **KW).logits
+    inplace = memory_breakdown(llama8b, lay, stacks=stacks.with_inplace_loss(), **KW).logits
+    logits = 4096 * llama8b.vocab
+    assert float(native - inplace) == pytest.approx(4.0 * logits, rel=REL)
+    assert float(compiled - inplace) == pytest.approx(2.0 * logits, rel=REL)
+
+
 def test_dualpipe_doubles_state_and_holds_pp_plus_one(stacks, llama8b):
     """DualPipe (DeepSeek-V3 report, Table 2): parameter 2x (weights, gradients; the optimizer
     state of the two copies is kept once), activation PP + 1."""

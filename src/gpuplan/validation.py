@@ -104,7 +104,7 @@ class RunSpec:
     stack: str = "megatron"  # the run's software stack (column `stack`)
     group: str = "megatron"  # its calibration group (`stack_group`)
     # (grad reduce dtype, moments dtype, activation cache); None = the stack's
-    memory_options: tuple[str | None, str | None, str | None] = (None, None, None)
+    memory_options: tuple[str | None, ...] = (None, None, None, None)
 
 
 def load_runs() -> list[dict[str, str]]:

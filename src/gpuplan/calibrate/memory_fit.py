@@ -3,7 +3,8 @@
 A run in ``data/published_runs.csv`` that published a throughput ran, so it fitted its GPUs.
 `run_fit` predicts its per-GPU memory with the run's recorded configuration -- the layout, and
 the memory settings its source states in their own columns (recompute modules, gradient
-reduction dtype, optimizer-moment dtype, activation cache, offload, uneven pipeline stages) --
+reduction dtype, optimizer-moment dtype, activation cache, offload, uneven pipeline stages) and
+the loss kernel its stack's code at the benchmark's release runs (`LOSS_SOURCES`) --
 and applies the same test as `gpuplan estimate`: ``fits`` when the reserved peak plus the CUDA
 runtime context is at most the GPU's memory (`search.evaluate.physics`), i.e. reserved <=
 usable. A layout the model refuses is reported with its one-line refusal (``fits`` None).
@@ -11,12 +12,13 @@ usable. A layout the model refuses is reported with its one-line refusal (``fits
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..catalog import Catalog
 from ..errors import CatalogError, GpuplanError
+from ..estimators.buffers import LEGACY
 from ..search.evaluate import memory_per_gpu, site_from_catalog
 from ..search.single import with_grad_reduce, with_memory_options
 from ..spec import Layout, ModelSpec, modules_code, offload_code
@@ -35,16 +37,20 @@ class MemoryFit:
 
 
 def run_fit(cat: Catalog, model: ModelSpec, layout: Layout, gpus: int, capacity_bytes: float,
-            options: tuple[str | None, str | None, str | None] = (None, None, None)
-            ) -> MemoryFit:
-    """`options`: (grad reduce dtype, moments dtype, activation cache); None = the stack's
-    (`search.single.with_grad_reduce` / `with_memory_options`, as `gpuplan estimate`)."""
+            options: tuple[str | None, ...] = (None, None, None, None)) -> MemoryFit:
+    """`options`: (grad reduce dtype, moments dtype, activation cache, loss); None = the
+    stack's (`search.single.with_grad_reduce` / `with_memory_options`, as `gpuplan estimate`);
+    loss 'fused' or 'inplace': the loss keeps only the 16-bit logits (`LOSS_SOURCES`)."""
     cap = float(capacity_bytes) / GiB
     try:
         layout.check(model, gpus)
-        grad, moments, cache = options
+        grad, moments, cache, loss = (*options, None, None, None, None)[:4]
         site = with_memory_options(with_grad_reduce(site_from_catalog(cat), grad), layout,
                                    moments, cache)
+        if loss in ("fused", "inplace"):
+            sb = site.stack_buffers or LEGACY
+            site = replace(site, stack_buffers=sb.with_compiled_loss() if loss == "fused"
+                           else sb.with_inplace_loss())
     except GpuplanError as err:
         return MemoryFit(fits=None, memory_gib=None, reserved_gib=None, capacity_gib=cap,
                          refused=str(err))
@@ -93,10 +99,58 @@ def offload_field(text: str) -> tuple[int, int]:
     return offload_code(",".join(p for p in parts if p.strip())), n
 
 
-def memory_options(row: dict[str, str]) -> tuple[str | None, str | None, str | None]:
-    """(grad reduce dtype, moments dtype, activation cache) of a row; None = the stack's."""
+# The loss kernel a source's stack runs, where it keeps less than the stack's default (the
+# fp32 log-softmax beside the 16-bit logits). A setting of the stack's code at every release
+# the source benchmarked, so it is keyed by the source (and its first release), not a column:
+#   'fused'   keeps the 16-bit logits for backward and returns a 16-bit gradient: no fp32
+#             log-softmax, no fp32 copy (the memory of `StackBuffers.with_compiled_loss`);
+#   'inplace' writes the gradient into the 16-bit logits during the forward and keeps only
+#             them (`StackBuffers.with_inplace_loss`).
+# Each entry: source prefix -> (first release, '' = every one; option; locator).
+LOSS_SOURCES = {
+    "MosaicML llm-foundry": ("", "fused", (
+        "mosaicml/llm-foundry tags v0.2.0 and v0.3.0 (the benchmarks' git_branch, "
+        "scripts/train/benchmarking/submit_benchmarks.py at b2a43a147): "
+        "llmfoundry/models/mpt/modeling_mpt.py ComposerMPTCausalLM, loss_fn defaults to "
+        "'fused_crossentropy' (flash_attn.losses.cross_entropy.CrossEntropyLoss) and forward() "
+        "passes no labels, so no torch cross-entropy runs; setup.py extra 'gpu' installs "
+        "xentropy-cuda-lib (flash-attention v1.0.3 / v1.0.9 csrc/xentropy); Dao-AILab/"
+        "flash-attention v1.0.9 flash_attn/losses/cross_entropy.py SoftmaxCrossEntropyLossFn: "
+        "ctx.save_for_backward(logits, lse, labels), the bf16 logits and one fp32 lse per "
+        "token; backward returns xentropy_cuda_lib.backward's gradient in the logits' dtype")),
+    "NVIDIA Megatron-Bridge performance summary": ("25.11", "inplace", (
+        "NVIDIA-NeMo/Megatron-Bridge from tag v0.2.0 (docs/releases/software-versions.md: "
+        "NeMo Framework 25.11 = Megatron-Bridge 0.2.0; 25.09 = 0.1.0rc3, whose perf scripts "
+        "do not set it): "
+        "scripts/performance/utils/helpers.py (v0.2.x) and utils/overrides.py (v0.3.0 to "
+        "v0.5.1) _set_common_perf_overrides sets recipe.model.cross_entropy_fusion_impl = "
+        "'te' (cross_entropy_loss_fusion True: src/megatron/bridge/models/gpt_provider.py); "
+        "Megatron-Core then calls Transformer Engine's parallel_cross_entropy, "
+        "transformer_engine/pytorch/cross_entropy.py CrossEntropyFunction: the Triton forward "
+        "returns _input holding the gradient and ctx.save_for_backward(_input.detach()); "
+        "backward scales it in place (element_mul_kernel)")),
+}
+
+
+def loss_option(row: dict[str, str]) -> str | None:
+    """The row's loss option ('fused', 'inplace', `LOSS_SOURCES`); None = the stack's."""
+    src, release = row.get("source", ""), row.get("release", "").strip()
+    for prefix, (first, option, _) in LOSS_SOURCES.items():
+        if src.startswith(prefix) and (not first or _release_key(release) >= _release_key(first)):
+            return option
+    return None
+
+
+def _release_key(release: str) -> tuple[int, ...]:
+    """'26.04.01' -> (26, 4, 1): container releases in order ('' sorts first)."""
+    return tuple(int(x) for x in release.split(".") if x.isdigit())
+
+
+def memory_options(row: dict[str, str]) -> tuple[str | None, ...]:
+    """(grad reduce dtype, moments dtype, activation cache, loss) of a row; None = the
+    stack's."""
     grad, moments, cache = (row.get(k, "").strip() or None for k in MEMORY_OPTIONS)
-    return grad, moments, cache
+    return grad, moments, cache, loss_option(row)
 
 
 def int_field(row: dict[str, str], key: str, default: int = 0) -> int:

@@ -33,6 +33,11 @@ sourced there):
 - compiled_loss: the loss runs under torch.compile (torchtitan >= 2025 with training.compile):
   it saves the 16-bit logits instead of an fp32 log-softmax and makes no fp32 copy. Not a
   catalog column: a run's setting (`with_compiled_loss`; the memory dataset's `compiled_loss`).
+- inplace_loss: the loss writes the logits' gradient into the logits tensor during its forward
+  and keeps only that 16-bit tensor (Transformer Engine's parallel_cross_entropy,
+  transformer_engine/pytorch/cross_entropy.py CrossEntropyFunction: ctx.save_for_backward of
+  the _input the Triton forward overwrote; backward scales it in place): no fp32 log-softmax,
+  no copy, no separate gradient. A run's setting (`with_inplace_loss`), not a catalog column.
 - loss_chunks: the loss runs over this many chunks of the tokens (torchtune's
   CEWithChunkedOutputLoss, 8), so its fp32 tensors (the saved log-softmax and the copies) are
   one chunk's; 1 (the default) is an unchunked loss;
@@ -121,6 +126,7 @@ class StackBuffers:
     fp8_input_bytes: tuple[float, ...] = (2.0,) * len(STACKS)
     swiglu_saved_ffn: tuple[float, ...] = (4.0,) * len(STACKS)
     compiled_loss: tuple[bool, ...] = (False,) * len(STACKS)
+    inplace_loss: tuple[bool, ...] = (False,) * len(STACKS)
     loss_chunks: tuple[float, ...] = (1.0,) * len(STACKS)
     adapter_bytes: tuple[float, ...] = (4.0,) * len(STACKS)
     adapter_input: tuple[str, ...] = ("autocast",) * len(STACKS)
@@ -142,6 +148,11 @@ class StackBuffers:
     def with_compiled_loss(self) -> StackBuffers:
         """Every stack running its loss under torch.compile (`compiled_loss`)."""
         return replace(self, compiled_loss=(True,) * len(self.compiled_loss))
+
+    def with_inplace_loss(self) -> StackBuffers:
+        """Every stack's loss keeping only the 16-bit logits, overwritten by their gradient
+        (`inplace_loss`: Transformer Engine's parallel_cross_entropy)."""
+        return replace(self, inplace_loss=(True,) * len(self.inplace_loss))
 
     def with_moments(self, dtype: str) -> StackBuffers:
         """Every stack keeping the optimizer's moments in `dtype` ('fp32' or 'bf16';

@@ -335,7 +335,7 @@ class _PerLayer:
     dense_transient: Any
     moe_stored: Any
     moe_transient: Any
-    head: Any  # saved + transient logits bytes
+    head: Any  # saved + transient logits bytes (compiled/in-place loss: e-byte logits only)
     loss_copy: Any  # one fp32 copy of the logits (4*s*b*V/t): the loss's upcast, by stack
     emb_mask: Any  # embedding dropout mask, per micro-batch
     moe_tokens: Any  # one MoE token buffer of a layer (tokens x top-k x hidden)
@@ -357,13 +357,13 @@ def _per_layer(model: ModelSpec, L: Layout, sb: dict[str, Any]) -> _PerLayer:
         moe = layer_terms(model, flash=L.flash, dropout=L.dropout, moe=True, **kw, **stack_kw)
         moe_stored = stored_bytes(moe, rc, mods, every, True)
         moe_transient = transient_bytes(moe, rc, mods, every, True)
-    e, compiled = act_element_bytes(kw["precision"]), sb["compiled_loss"]
-    # a compiled loss saves the 16-bit logits, not an fp32 log-softmax, and copies nothing
+    e, compiled = act_element_bytes(kw["precision"]), sb["compiled_loss"] | sb["inplace_loss"]
     saved, live = logits_bytes(model, loss_saved_bytes=np.where(compiled, e, 4.0), **kw)
     emb_mask = np.asarray(L.dropout) * tokens_per_rank(L.seq_len, L.micro_batch, cp) \
         * model.hidden / np.where(L.sp, tp, 1)
     return _PerLayer(dense_stored=dense_stored, dense_transient=dense_transient,
-                     moe_stored=moe_stored, moe_transient=moe_transient, head=saved + live,
+                     moe_stored=moe_stored, moe_transient=moe_transient,
+                     head=saved + np.where(sb["inplace_loss"], 0.0, live),
                      loss_copy=np.where(compiled, 0.0, live * 4.0 / e),
                      emb_mask=emb_mask, moe_tokens=bufm.moe_token_bytes(
                          model, tokens=tokens_per_rank(L.seq_len, L.micro_batch, cp)

@@ -241,9 +241,9 @@ def _per_layer(model: ModelSpec, c: dict[str, Any], sb_: dict[str, Any]) -> dict
     t, e = float(c["tp"]), float(ACT_BYTES[c["precision"]])
     t_seq = t if c["sp"] else 1.0
     sb = float(c["seq_len"]) * float(c["micro_batch"]) / float(c["cp"])
-    compiled = bool(sb_["compiled_loss"])  # saves the e-byte logits, copies nothing
+    compiled = bool(sb_["compiled_loss"] or sb_["inplace_loss"])  # e-byte logits, no copy
     saved = 2 * model.hidden * e * sb / t_seq + ((e if compiled else 4.0) * model.vocab) * sb / t
-    live = (model.vocab * e) * sb / t
+    live = 0.0 if sb_["inplace_loss"] else (model.vocab * e) * sb / t  # gradient in place
     out.update(head=saved + live, loss_copy=0.0 if compiled else live * 4.0 / e,
                emb_mask=float(bool(c["dropout"])) * sb * model.hidden / t_seq,
                moe_tokens=sb / t_seq * (model.experts_per_token * model.hidden) * e)
