@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from dataclasses import fields as dc_fields
@@ -239,15 +242,29 @@ def check_tokens(tokens: float, batch_tokens: int, given: object) -> float:
 
 def resolve_model(cat: Catalog, name: str) -> ModelSpec:
     """A preset id/alias, or a path to a config.json (or a folder holding one)."""
-    p = Path(name)
-    try:
-        is_dir = p.is_dir()
-    except OSError as err:  # a name too long for the OS
-        raise ConfigError(f"cannot use --model {quote(name, PATH_LIMIT)}: "
-                          f"{err.strerror or err}") from None
+    is_dir = _is_dir(name)
     if name.endswith(".json") or is_dir:
+        p = Path(name)
         return model_from_hf_config(p / "config.json" if is_dir else p)
     return cat.model(name)
+
+
+# the errors `Path.is_dir` takes for "not a folder" (pathlib._IGNORED_ERRNOS)
+_NOT_THERE = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
+
+
+def _is_dir(name: str) -> bool:
+    """`Path(name).is_dir()` in one `os.stat` (a preset name is looked up on every estimate);
+    an OS error other than "not there" (a name too long) is one line."""
+    try:
+        return stat.S_ISDIR(os.stat(name or ".").st_mode)  # Path("") is "."
+    except ValueError:  # an embedded NUL: not a path
+        return False
+    except OSError as err:
+        if err.errno in _NOT_THERE:
+            return False
+        raise ConfigError(f"cannot use --model {quote(name, PATH_LIMIT)}: "
+                          f"{err.strerror or err}") from None
 
 
 # --- the batch a request trains with when the user gives none ---------------------------
