@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from operator import attrgetter
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -308,8 +309,10 @@ def valid(layout: Any, model: Any) -> np.ndarray:
 def first_broken(layout: Any, model: Any, gpus: int | None = None) -> str | None:
     """The one-line message of the first rule a single configuration (each integer field of
     `LAYOUT_NAMES` holding one value) breaks, or None."""
-    v = LayoutArrays.single(layout)
-    for rule, keep in _rules(v, model, gpus):
+    values = dict(zip(LAYOUT_NAMES, [x if type(x) is int else int(np.asarray(x).reshape(-1)[0])
+                                     for x in _layout_values(layout)], strict=True))
+    v = SimpleNamespace(**values)  # `LayoutArrays.single`'s fields, without a frozen record
+    for rule, keep in _rules(v, model, gpus):  # type: ignore[arg-type]
         if not (keep if type(keep) is bool else bool(np.all(keep))):
-            return _MESSAGES[rule](v.scalars(), model, gpus)
+            return _MESSAGES[rule](values, model, gpus)
     return None
