@@ -61,6 +61,7 @@ def first(x: Any) -> float:
 
 
 _PLAIN = (int, float, bool)
+_INTS = (int, bool)
 
 
 def one(x: Any) -> Any:
@@ -167,22 +168,21 @@ _info_values = attrgetter(*_INFO_FIELDS)
 
 
 def _layout_info(layout: Layout, **memory_options: str) -> LayoutInfo:
+    values = _info_values(layout)
+    if not all(type(x) in _INTS for x in values):  # numpy values, grids of one: Python ints
+        values = tuple(int(x if type(x) in _PLAIN else one(x)) for x in values)
     (tp, pp, dp, cp, ep, vpp, zero, mb, gb, seq, prec, rc, opt, sp, flash, off, stack, first_l,
-     last_l, sg, mods, every, sched, off_layers, dispatcher) = [
-         x if type(x) in _PLAIN else one(x) for x in _info_values(layout)]
+     last_l, sg, mods, every, sched, off_layers, dispatcher) = values
     return LayoutInfo(
-        tp=int(tp), pp=int(pp), dp=int(dp), cp=int(cp), ep=int(ep), vpp=int(vpp), zero=int(zero),
-        micro_batch=int(mb), global_batch=int(gb), seq_len=int(seq),
-        microbatches=int(gb / (dp * mb)), precision=PRECISIONS[int(prec)],
-        recompute=RECOMPUTE[int(rc)], optimizer=OPTIMIZERS[int(opt)],
-        sp=bool(sp) and int(tp) > 1, flash=bool(flash), offload=bool(off),
-        stack=STACKS[int(stack)], first_stage_layers=int(first_l),
-        last_stage_layers=int(last_l), shard_group=int(sg),
-        offload_parts=offload_names(int(off)) if off else (), offload_layers=int(off_layers),
-        recompute_modules=module_names(int(mods)) if int(rc) == R_MODULES else (),
-        recompute_every=int(every), schedule=SCHEDULES[int(sched)],
-        moe_dispatcher="flex" if moe_dedup(int(dispatcher), int(stack)) else "alltoall",
-        **memory_options)
+        tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, zero=zero, micro_batch=mb, global_batch=gb,
+        seq_len=seq, microbatches=int(gb / (dp * mb)), precision=PRECISIONS[prec],
+        recompute=RECOMPUTE[rc], optimizer=OPTIMIZERS[opt], sp=bool(sp) and tp > 1,
+        flash=bool(flash), offload=bool(off), stack=STACKS[stack], first_stage_layers=first_l,
+        last_stage_layers=last_l, shard_group=sg,
+        offload_parts=offload_names(off) if off else (), offload_layers=off_layers,
+        recompute_modules=module_names(mods) if rc == R_MODULES else (),
+        recompute_every=every, schedule=SCHEDULES[sched],
+        moe_dispatcher="flex" if moe_dedup(dispatcher, stack) else "alltoall", **memory_options)
 
 
 # the MemoryBreakdown fields `memory_detail_gib` lists, in their order
@@ -199,9 +199,10 @@ def _gib(values: tuple[Any, ...]) -> list[float]:
 
 def _memory_fields(mem: Any, layout: Layout, site: Site) -> dict[str, Any]:
     """The estimate's memory figures (GiB) from the breakdown of the most loaded GPU."""
-    summary = mem_summary(mem)
+    summary = mem_summary(mem, GiB)  # x / GiB: the same floats as (x / 1.0) / GiB
     return dict(
-        memory_gib=MemoryGiB(**dict(zip(summary, _gib(tuple(summary.values())), strict=True))),
+        memory_gib=MemoryGiB(**{k: v if type(v) is float else first(v)
+                                for k, v in summary.items()}),
         memory_detail_gib=tuple(zip(DETAIL_FIELDS, _gib(_detail_values(mem)), strict=True)),
         allocated_gib=first(mem.allocated) / GiB, reserved_gib=first(mem.reserved) / GiB,
         memory_buffers=memory_buffers(mem, layout, site))
