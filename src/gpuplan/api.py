@@ -79,6 +79,8 @@ def _catalog(catalog: Catalog | str | Sequence[str] | None) -> Catalog:
 def _model(cat: Catalog, model: str | ModelSpec | None, flags: dict[str, Any]) -> ModelSpec:
     if isinstance(model, ModelSpec):
         return model
+    if model and not flags:  # a preset or a config.json, no model flag beside it
+        return resolve_model(cat, model)
     dims = {k: flags.get(k) for k in ("layers", "hidden", "heads", "vocab")}
     if model and any(v is not None for v in dims.values()):
         raise ConfigError("give either --model or explicit --layers/--hidden/--heads/--vocab, "

@@ -313,6 +313,8 @@ def first_broken(layout: Any, model: Any, gpus: int | None = None) -> str | None
                                      for x in _layout_values(layout)], strict=True))
     v = SimpleNamespace(**values)  # `LayoutArrays.single`'s fields, without a frozen record
     for rule, keep in _rules(v, model, gpus):  # type: ignore[arg-type]
+        if keep is True:  # Python ints compare to the bool singletons
+            continue
         if not (keep if type(keep) is bool else bool(np.all(keep))):
             return _MESSAGES[rule](values, model, gpus)
     return None
