@@ -20,5 +20,6 @@ def __getattr__(name: str) -> Any:
     if name in ("estimate", "plan", "tco"):
         from . import api
 
-        return getattr(api, name)
+        value = globals()[name] = getattr(api, name)  # bound: later uses skip this hook
+        return value
     raise AttributeError(f"module 'gpuplan' has no attribute '{name}'")
