@@ -282,6 +282,8 @@ def _check_flags(flags: dict[str, Any], known: Sequence[str], extra: Sequence[st
                  ) -> None:
     """No keyword outside `known`; a typo gets a did-you-mean from `known` and `extra` (the
     function's named arguments)."""
+    if not flags:
+        return
     unknown = sorted(set(flags) - set(known))
     if unknown:
         from .errors import suggest
