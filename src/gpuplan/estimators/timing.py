@@ -121,8 +121,23 @@ def peak_at(hw: Hardware, precision: Any) -> Any:
     if table is None:
         return np.asarray(hw.peak_flops, dtype=float)
     table = np.asarray(table, dtype=float)
-    choices = [table[..., i] for i in range(len(PRECISIONS))]
-    return np.choose(np.asarray(precision), choices)
+    return choose([table[..., i] for i in range(len(PRECISIONS))], precision)
+
+
+def choose(choices: Any, index: Any) -> Any:
+    """`np.choose(index, choices)` (the same values, shape and dtype), as np.where over the
+    codes present: np.choose is about 10x slower on broadcast choices."""
+    index = np.asarray(index)
+    if index.dtype.kind not in "iu" or index.size == 0 or index.min() < 0 \
+            or index.max() >= len(choices):
+        return np.choose(index, choices)  # its errors and its empty result
+    dtype = np.result_type(*choices)
+    shape = np.broadcast_shapes(index.shape, *(np.shape(c) for c in choices))
+    codes = np.flatnonzero(np.bincount(index.ravel(), minlength=len(choices)))
+    out = np.broadcast_to(np.asarray(choices[codes[-1]], dtype=dtype), shape)
+    for i in codes[-2::-1]:
+        out = np.where(index == i, np.asarray(choices[i], dtype=dtype), out)
+    return out
 
 
 def _peak16(hw: Hardware, precision: Any) -> Any:
@@ -241,7 +256,7 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
     overhead_s = np.asarray(eff.layer_overhead_s) * lps * c.m * repeat
     placed = pipeline_stages(model, c.tp, c.pp, c.ep, c.vpp, c.first, c.last)  # computed once
     params = most_params(*placed)
-    opt_bytes = np.choose(np.asarray(optimizer), OPTIMIZER_STEP_BYTES)
+    opt_bytes = choose(OPTIMIZER_STEP_BYTES, optimizer)
     optimizer_s = memory_bound_time(_optimizer_params(c, placed) * opt_bytes,
                                     hw.memory_bandwidth_bytes_per_s, eff.memory_fraction)
     return dict(compute_s=compute_s, memory_s=memory_s, overhead_s=overhead_s,
