@@ -68,6 +68,15 @@ class Job:
     offload_parts: tuple[str, ...] = ()
     recompute_modules: tuple[str, ...] = ()
     recompute_every: int = 1
+    # the estimate's run options (layout echo): pipeline schedule (spec.SCHEDULES), Adam
+    # moments dtype, activation cache, parameter EMA, activation offload of the first N layers
+    # per rank (0 = all), MoE dispatcher ('' when the record predates the key)
+    schedule: str = "1f1b"
+    moments_dtype: str = "fp32"
+    activation_cache: str = "stack"
+    ema: str = "none"
+    offload_layers: int = 0
+    moe_dispatcher: str = ""
 
     @property
     def grad_accum(self) -> int:
@@ -168,6 +177,11 @@ def job_of(record: dict[str, Any], source: dict[str, Any] | None = None) -> Job:
                             (("optimizer",) if rec.get("offload") else ())),
         recompute_modules=tuple(rec.get("recompute_modules") or ()),
         recompute_every=_int(rec, "recompute_every", 1),
+        schedule=str(rec.get("schedule") or "1f1b"),
+        moments_dtype=str(rec.get("moments_dtype") or "fp32"),
+        activation_cache=str(rec.get("activation_cache") or "stack"),
+        ema=str(rec.get("ema") or "none"), offload_layers=_int(rec, "offload_layers", 0),
+        moe_dispatcher=str(rec.get("moe_dispatcher") or ""),
         reproduce=str(rec.get("reproduce") or estimate_command(
             {**rec, "offer": offer.id if offer else None, "system": system},
             catalog=tuple((source or {}).get("catalog", ())))))

@@ -74,7 +74,28 @@ def config(job: Job) -> tuple[dict[str, Any], list[str]]:
     if job.ep > 1:
         notes.append(f"expert parallel {job.ep}: deepspeed.moe.layer.MoE(ep_size={job.ep}) in "
                      "the model code")
+    notes += _run_option_notes(job)
     return cfg, notes
+
+
+def _run_option_notes(job: Job) -> list[str]:
+    """What DeepSpeed's config cannot say about the estimate's run options."""
+    notes = []
+    if job.moments_dtype != "fp32":
+        notes.append(f"{job.moments_dtype} Adam moments have no DeepSpeed config key: the ZeRO "
+                     "optimizer keeps fp32 moments")
+    if job.activation_cache == "fp8":
+        notes.append("the FP8 activation cache has no DeepSpeed config key")
+    if job.ema != "none":
+        notes.append(f"parameter EMA on the {job.ema}: no DeepSpeed config key; keep it in "
+                     "train.py")
+    if job.schedule != "1f1b" and job.pp > 1:
+        notes.append(f"schedule {job.schedule}: deepspeed.pipe runs its own 1F1B-style "
+                     "schedule; there is no DualPipe or MoE all-to-all overlap option")
+    if job.offload_layers and "activations" in job.offload_parts:
+        notes.append(f"activation offload of the first {job.offload_layers} layers per rank: "
+                     "cpu_checkpointing offloads every checkpointed layer")
+    return notes
 
 
 def launcher(job: Job) -> str:

@@ -14,6 +14,13 @@ Mapping from the plan:
   stage sizes -> `--decoder-first/last-pipeline-num-layers`; layers that pp*vpp does not divide
   -> `--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split` when
   layers + 2 divide (the same split), otherwise the first and last stage sizes of the split.
+- The estimate's run options, each flag after a `#` line naming where Megatron-LM defines it
+  (`SOURCES`, checked against NVIDIA/Megatron-LM main at commit d98e8a64, 2026-08-22): BF16
+  Adam moments -> the precision-aware optimizer; activation offload of N layers ->
+  `--cpu-offloading-num-layers` (which turns cpu_offloading on; `--cpu-offloading` itself is no
+  flag); the MoE dispatcher -> `--moe-token-dispatcher-type` (flex: DeepEP backend;
+  `--moe-enable-deepep` is deprecated); schedule 1f1b-a2a -> the EP all-to-all overlap. DualPipe,
+  the FP8 activation cache and a parameter EMA have no Megatron-LM flag: a note says so.
 """
 
 from __future__ import annotations
@@ -24,6 +31,23 @@ from typing import Any
 from ..estimators.shapes import stage_layers
 from ._job import Job, commented, header, job_of
 
+_ARGS = "megatron/training/arguments.py"
+_MPC = "megatron/core/model_parallel_config.py ModelParallelConfig"
+_TC = "megatron/core/transformer/transformer_config.py TransformerConfig"
+# where each flag the run options add is defined (Megatron-LM main, commit d98e8a64)
+SOURCES = {
+    "--use-precision-aware-optimizer": f"{_ARGS}:3667 (_add_experimental_args)",
+    "--exp-avg-dtype": f"{_ARGS}:3675 (_add_experimental_args)",
+    "--exp-avg-sq-dtype": f"{_ARGS}:3680 (_add_experimental_args)",
+    "--cpu-offloading-num-layers": f"{_MPC}.cpu_offloading_num_layers:461 "
+                                   f"(set > 0, it turns cpu_offloading on: {_ARGS}:1950)",
+    "--recompute-modules": f"{_TC}.recompute_modules:560 (mla_up_proj: MLA up projection "
+                           "and RoPE)",
+    "--moe-token-dispatcher-type": f"{_TC}.moe_token_dispatcher_type:891",
+    "--moe-flex-dispatcher-backend": f"{_TC}.moe_flex_dispatcher_backend:898",
+    "--overlap-moe-expert-parallel-comm": f"{_MPC}.overlap_moe_expert_parallel_comm:343",
+    "--delay-wgrad-compute": f"{_MPC}.delay_wgrad_compute:348",
+}
 LAUNCH_HINT = "launch: gpuplan export --from RESULT.json --target torchrun (or slurm)"
 
 
@@ -116,7 +140,9 @@ def _parallel_args(job: Job) -> tuple[list[tuple[str, Any]], list[str]]:
     if "optimizer" in job.offload_parts:
         args.append(("--optimizer-cpu-offload", None))
     if "activations" in job.offload_parts:
-        args += [("--cpu-offloading", None), ("--cpu-offloading-activations", None)]
+        a, n = _offload_args(job)
+        args += a
+        notes += n
     if {"params", "grads"} & set(job.offload_parts):
         notes.append("Megatron-LM cannot offload parameters or gradients: use FSDP CPU "
                      "offload or DeepSpeed ZeRO-Infinity for this plan")
@@ -129,6 +155,58 @@ def _parallel_args(job: Job) -> tuple[list[tuple[str, Any]], list[str]]:
     return args, notes
 
 
+def _cited(*pairs: tuple[str, Any]) -> list[tuple[str, Any]]:
+    """The flags, each after a comment line naming where Megatron-LM defines it."""
+    out: list[tuple[str, Any]] = []
+    for flag, value in pairs:
+        out += [(f"# {flag}: {SOURCES[flag]}", None), (flag, value)]
+    return out
+
+
+def _offload_args(job: Job) -> tuple[list[tuple[str, Any]], list[str]]:
+    """Activation offload: Megatron-Core offloads the first N layers of each rank's chunk, N
+    below the model's layer count (TransformerConfig.__post_init__)."""
+    if job.offload_layers:
+        return _cited(("--cpu-offloading-num-layers", job.offload_layers)), []
+    layers = job.model.layers if job.model else 0
+    per_rank = min(math.ceil(layers / (job.pp * job.vpp)), layers - 1)
+    if per_rank < 1:
+        return [], ["activation offload of every layer: add --cpu-offloading-num-layers N "
+                    "(N below the model's layer count)"]
+    return _cited(("--cpu-offloading-num-layers", per_rank)), [
+        f"activation offload of every layer: --cpu-offloading-num-layers {per_rank} (the "
+        "layers of one rank; Megatron-LM keeps N below the model's layer count)"]
+
+
+def _run_option_args(job: Job) -> tuple[list[tuple[str, Any]], list[str]]:
+    """The estimate's memory and schedule options (module docstring)."""
+    args: list[tuple[str, Any]] = []
+    notes: list[str] = []
+    if job.moments_dtype != "fp32":
+        args += _cited(("--use-precision-aware-optimizer", None),
+                       ("--exp-avg-dtype", job.moments_dtype),
+                       ("--exp-avg-sq-dtype", job.moments_dtype))
+    if job.activation_cache == "fp8":
+        notes.append("FP8 activation cache (DeepSeek-V3's FP8/E5M6 caching of linear inputs) "
+                     "has no Megatron-LM flag: the estimate assumes it, Megatron-LM will "
+                     "store these activations in bf16 (more memory)")
+    if job.ema != "none":
+        notes.append(f"parameter EMA on the {job.ema}: Megatron-LM has no EMA flag; keep it "
+                     "in your training loop (DeepSeek-V3 keeps it in host memory)")
+    if job.model is not None and job.model.is_moe and job.moe_dispatcher:
+        args += _cited(("--moe-token-dispatcher-type", job.moe_dispatcher))
+        if job.moe_dispatcher == "flex":
+            args += _cited(("--moe-flex-dispatcher-backend", "deepep"))
+    if job.schedule == "1f1b-a2a":
+        args += _cited(("--overlap-moe-expert-parallel-comm", None),
+                       ("--delay-wgrad-compute", None))
+    elif job.schedule == "dualpipe":
+        notes.append("DualPipe is DeepSeek's own pipeline schedule (github.com/deepseek-ai/"
+                     "DualPipe): Megatron-LM has no flag for it, so this runs 1F1B (interleaved "
+                     "if vpp > 1); --overlap-moe-expert-parallel-comm is the nearest")
+    return args, notes
+
+
 def _train_args(job: Job) -> tuple[list[tuple[str, Any]], list[str]]:
     args: list[tuple[str, Any]] = [("--micro-batch-size", job.micro_batch),
                                    ("--global-batch-size", job.global_batch),
@@ -138,7 +216,9 @@ def _train_args(job: Job) -> tuple[list[tuple[str, Any]], list[str]]:
     notes = []
     if job.recompute in ("selective", "modules"):
         mods = tuple(job.recompute_modules) or ("core_attn",)
-        args += [("--recompute-granularity", "selective"), ("--recompute-modules", mods)]
+        args.append(("--recompute-granularity", "selective"))
+        args += (_cited(("--recompute-modules", mods)) if "mla_up_proj" in mods
+                 else [("--recompute-modules", mods)])
     elif job.recompute == "full" and job.recompute_every > 1:
         per_stage = (job.model.layers // (job.pp * job.vpp)) if job.model else 0
         args += [("--recompute-granularity", "full"), ("--recompute-method", "block"),
@@ -167,7 +247,7 @@ def arguments(job: Job) -> tuple[list[tuple[str, Any]], list[str]]:
     """(flag, value or None) pairs in Megatron's names, and notes on what could not map."""
     args: list[tuple[str, Any]] = []
     notes: list[str] = []
-    for part in (_model_args, _parallel_args, _train_args):
+    for part in (_model_args, _parallel_args, _train_args, _run_option_args):
         a, n = part(job)
         args += a
         notes += n
@@ -176,7 +256,7 @@ def arguments(job: Job) -> tuple[list[tuple[str, Any]], list[str]]:
 
 def bash_array(name: str, args: list[tuple[str, Any]]) -> str:
     lines = [f"{name}=("]
-    for flag, value in args:
+    for flag, value in args:  # a '# ...' flag is a comment line (bash allows them here)
         text = flag if value is None else f"{flag} {value}"
         if isinstance(value, tuple):  # an nargs='*' flag: one word per value
             text = " ".join([flag, *map(str, value)])

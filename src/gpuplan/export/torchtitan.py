@@ -71,7 +71,32 @@ def _parallelism(job: Job, notes: list[str]) -> dict[str, Any]:
         notes += _layers_per_stage(job, par)
     if not job.sp and job.tp > 1:
         notes.append("torchtitan always uses sequence parallelism with TP")
+    _run_options(job, par, notes)
     return par
+
+
+def _run_options(job: Job, par: dict[str, Any], notes: list[str]) -> None:
+    """The estimate's schedule, dispatcher and memory options (job_config.py, v0.2.2)."""
+    if job.schedule == "dualpipe" and job.pp > 1:
+        par["pipeline_parallel_schedule"] = "DualPipeV"
+        notes.append("DualPipe -> DualPipeV (the V-shaped variant, one copy of the weights; "
+                     "torchtitan/config/job_config.py:422 and torchtitan/distributed/"
+                     "dual_pipe_v.py); with expert parallelism it needs activation "
+                     "checkpointing off")
+    elif job.schedule == "1f1b-a2a":
+        notes.append("1F1B with the MoE all-to-all overlap has no torchtitan option: plain 1F1B "
+                     "is written (the EP overlap exists only under DualPipeV)")
+    if job.moe_dispatcher == "flex" and job.ep > 1 and job.model and job.model.is_moe:
+        par["expert_parallel_comm_backend"] = "deepep"  # job_config.py:474 (v0.2.2)
+    if job.moments_dtype != "fp32":
+        notes.append(f"{job.moments_dtype} Adam moments have no torchtitan option: AdamW keeps "
+                     "its moments in the fp32 parameter dtype")
+    if job.activation_cache == "fp8":
+        notes.append("the FP8 activation cache has no torchtitan option: activations are "
+                     "stored in bf16")
+    if job.ema != "none":
+        notes.append(f"parameter EMA on the {job.ema}: torchtitan has no EMA option; keep it in "
+                     "your training loop")
 
 
 def _training(job: Job, notes: list[str]) -> dict[str, Any]:
