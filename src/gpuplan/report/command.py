@@ -90,6 +90,7 @@ def estimate_args(rec: Mapping[str, Any], *, model: Mapping[str, Any] | None = N
         out["recompute_modules"] = ",".join(rec["recompute_modules"])
     if (rec.get("recompute_every") or 1) > 1:
         out["recompute_every"] = rec["recompute_every"]
+    out.update(_run_options(rec))
     if rec.get("tokens"):
         out["tokens"] = number(rec["tokens"])
     if rec.get("offer"):
@@ -101,6 +102,19 @@ def estimate_args(rec: Mapping[str, Any], *, model: Mapping[str, Any] | None = N
     out.update({k: number(v) for k, v in (site or {}).items() if v is not None})
     if catalog:
         out["catalog"] = list(catalog)
+    return out
+
+
+def _run_options(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """The layout echo's stack, schedule, dispatcher and memory options that differ from
+    `gpuplan estimate`'s defaults (the dispatcher: from the stack's auto choice)."""
+    out = {k: rec[k] for k, default in (("stack", "megatron"), ("schedule", "1f1b"),
+                                        ("moments_dtype", "fp32"),
+                                        ("activation_cache", "stack"), ("ema", "none"))
+           if rec.get(k) not in (None, default)}
+    auto = "flex" if rec.get("stack", "megatron") in ("megatron", "nemo") else "alltoall"
+    if rec.get("moe_dispatcher") not in (None, auto):
+        out["moe_dispatcher"] = rec["moe_dispatcher"]
     return out
 
 
