@@ -214,3 +214,17 @@ def test_run_options_in_torchtitan_and_deepspeed():
     ds = export(rec, "deepspeed")
     for said in ("Adam moments", "FP8 activation cache", "EMA", "schedule dualpipe"):
         assert said in ds, said
+
+
+def test_reproduce_line_keeps_the_run_options():
+    rec = {k: v for k, v in deepseek_record(schedule="dualpipe", moments_dtype="bf16",
+                                            activation_cache="fp8", ema="host",
+                                            moe_dispatcher="alltoall").items()
+           if k != "reproduce"}  # an estimate record carries no reproduce line
+    line = next(ln for ln in export(rec, "megatron").splitlines() if "reproduce:" in ln)
+    for flag in ("--schedule dualpipe", "--moments-dtype bf16", "--activation-cache fp8",
+                 "--ema host", "--moe-dispatcher alltoall"):
+        assert flag in line, flag
+    assert "--moe-dispatcher" not in next(
+        ln for ln in export({**rec, "moe_dispatcher": "flex"}, "megatron").splitlines()
+        if "reproduce:" in ln)  # flex is megatron's auto choice
