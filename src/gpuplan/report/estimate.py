@@ -121,7 +121,9 @@ def _memory(r: Estimate) -> list[str]:
 def _time(r: Estimate) -> list[str]:
     lines = ["", "time per step"]
     if r.step_time_s is None:
-        return lines + [infeasible(r.infeasible_reason)]
+        why = infeasible(r.infeasible_reason)
+        assert why is not None  # search.single: no step time -> infeasible_reason NO_LINK
+        return lines + [why]
     rows = [(k.removesuffix("_s").replace("_", " "), f"{v * 1e3:,.1f}")
             for k, v in r.time_breakdown_s if v > 0]
     rows.append(("step", f"{r.step_time_s * 1e3:,.1f}"))
@@ -146,6 +148,7 @@ def _run(r: Estimate) -> list[str]:
     lines = ["", f"training on {num(r.tokens)} tokens"]
     if r.time_to_train_days is None:
         return lines + [f"  {infeasible(r.infeasible_reason)}"]
+    assert r.goodput is not None  # search.single: set with time_to_train_days
     days = duration_range(r.time_to_train_days, r.time_to_train_days_p10,
                           r.time_to_train_days_p90)
     lines += [f"  {days} wall clock ({duration(r.useful_days)} of useful compute, goodput "

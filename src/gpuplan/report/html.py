@@ -102,7 +102,7 @@ def _sources(r: dict[str, Any]) -> list[str]:
     from ..catalog import load_catalog
 
     cat = load_catalog([])
-    rows = []
+    rows: list[list[str]] = []
     for p in (r.get("plans") or []):
         for kind, key, table_ in (("GPU", "gpu", cat.accelerators), ("offer", "offer", cat.offers),
                                   ("system", "system", cat.systems)):

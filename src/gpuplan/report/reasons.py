@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, overload
 
 # Exclusion reasons of `plan` (JSON keys of "excluded"), by feasibility code.
 REASONS = {
@@ -45,6 +45,12 @@ _INFEASIBLE = {
 
 MICRO_BATCH_TOO_SMALL = ("the micro-batch is too small to keep the GPU busy: fixed per-layer "
                          "overhead or small matrix multiplies dominate the step")
+
+
+@overload
+def reason(code: str) -> str: ...
+@overload
+def reason(code: None) -> None: ...
 
 
 def reason(code: str | None) -> str | None:

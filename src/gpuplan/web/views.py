@@ -10,7 +10,7 @@ line), `tco` (buy against rent for the best plan that can be owned) and `charts`
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 from ..api import MODEL_FLAGS
 from ..catalog import load_catalog
@@ -67,7 +67,7 @@ def plan_view(request: dict[str, Any]) -> dict[str, Any]:
     result = dict(run("plan", request))  # type: ignore[arg-type]
     rows = (result.get("plans") or [])[:MAX_ROW_ESTIMATES]
     bodies = [estimate_body(r, result, request) for r in rows]
-    estimates = [run("estimate", b) for b in bodies]
+    estimates = [cast(dict[str, Any], run("estimate", b)) for b in bodies]  # a JSON object
     tco_body = _tco_body(result, request)
     tco = run("tco", tco_body) if tco_body else None
     result["command"] = command_line("plan", request)
