@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .catalog import Catalog, load_catalog
@@ -278,7 +278,7 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
     return e if info is None and e.finetune is None else dataclasses.replace(e, finetune=info)
 
 
-def _check_flags(flags: dict[str, Any], known: Sequence[str], extra: Sequence[str] = ()
+def _check_flags(flags: dict[str, Any], known: Collection[str], extra: Sequence[str] = ()
                  ) -> None:
     """No keyword outside `known`; a typo gets a did-you-mean from `known` and `extra` (the
     function's named arguments)."""
@@ -445,8 +445,8 @@ def tco(*, system: str | None = None, nodes: float | None = None,
     _check_flags(flags, TCO_SITE_FLAGS, extra=(
         "system", "nodes", "utilization", "price", "host_load_factor", "compare_cloud",
         "pricing", "cloud", "model", "scenario", "catalog"))
+    site: dict[str, Any] = {TCO_SITE_FLAGS[k]: v for k, v in flags.items()}  # floats or None
     return ownership.tco(system=system, nodes=nodes, utilization=utilization, price=price,
                          host_load_factor=host_load_factor, compare_cloud=compare_cloud,
                          pricing=tuple(_as_list(pricing)), cloud=cloud, model=model,
-                         scenario=scenario, cat=_catalog(catalog),
-                         **{TCO_SITE_FLAGS[k]: v for k, v in flags.items()})
+                         scenario=scenario, cat=_catalog(catalog), **site)

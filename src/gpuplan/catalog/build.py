@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 from .. import spec
@@ -24,7 +23,7 @@ from .schema import (
     normalize,
 )
 
-BUILD: dict[str, Callable[..., Any]] = {
+BUILD: dict[str, type[Any]] = {
     "accelerator": spec.Accelerator,
     "fabric": spec.Fabric,
     "system": spec.System,

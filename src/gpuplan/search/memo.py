@@ -19,6 +19,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import fields, replace
+from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
@@ -41,7 +42,7 @@ def memo_of(cat: Any) -> dict[Hashable, Any]:
     entry = _MEMOS.get(key)
     if entry is not None and entry[0]() is cat:
         return entry[1]
-    ref = weakref.ref(cat, lambda r, k=key: _forget(k, r))
+    ref = weakref.ref(cat, partial(_forget, key))
     memo: dict[Hashable, Any] = {}
     _MEMOS[key] = (ref, memo)
     return memo
