@@ -260,6 +260,7 @@ def scenario_answer(cat: Catalog, sc: dict[str, Any], system: System, nodes: int
     flops = None
     if pick and pick.feasible and peak and req and pick.tokens_per_s:
         # MFU = model FLOP/s / (GPUs x peak), so model FLOPs = MFU x GPUs x peak x seconds
+        assert pick.mfu is not None  # plan.at_size sets it on every feasible result
         flops = pick.mfu * own.gpus * peak * req.tokens / pick.tokens_per_s
     days = pick.time_to_train_days if pick and pick.feasible else None
     return ScenarioAnswer(

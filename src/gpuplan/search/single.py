@@ -416,10 +416,11 @@ def _with_run(cat: Catalog, base: dict[str, Any], plat: Platform, gpu: Accelerat
                 host_watts_per_gpu=host_watts_per_gpu(cat, plat), site=site)
     days, hours = first(o.days), first(o.gpu_hours)
     cost = first(o.cost_usd) if rate is not None else None
-    ranges = dict(time_to_train_days_p10=days * iv.p10, time_to_train_days_p90=days * iv.p90,
-                  gpu_hours_p10=hours * iv.p10, gpu_hours_p90=hours * iv.p90,
-                  cost_usd_p10=None if cost is None else cost * iv.p10,
-                  cost_usd_p90=None if cost is None else cost * iv.p90)
+    ranges: dict[str, Any] = dict(  # splatted into Estimate beside `base`
+        time_to_train_days_p10=days * iv.p10, time_to_train_days_p90=days * iv.p90,
+        gpu_hours_p10=hours * iv.p10, gpu_hours_p90=hours * iv.p90,
+        cost_usd_p10=None if cost is None else cost * iv.p10,
+        cost_usd_p90=None if cost is None else cost * iv.p90)
     if fz.broken([fz.goodput_check(days)]):
         return Estimate(**base, feasible=False, infeasible_reason=fz.NO_GOODPUT,
                         goodput=first(o.goodput), useful_days=first(o.useful_days),
