@@ -160,7 +160,7 @@ def _stage_adapters(model: ModelSpec, ft: FineTune, P: StageParams, tp: Any, ep:
     if not ft.adapters:
         return 0.0
     dense = adapter_params_per_layer(model, ft)
-    moe = adapter_params_per_layer(model, ft, moe=True)
+    moe: Any = adapter_params_per_layer(model, ft, moe=True)  # an array once split by ep
     if model.is_moe and ft.lora_targets in ("mlp", "all"):
         routed = model.experts * ft.lora_rank * model.mlp_matrices \
             * (model.hidden + model.expert_ffn)

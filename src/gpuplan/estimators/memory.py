@@ -486,7 +486,7 @@ def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any,
     accum = np.where(whole, bufm.pp_unsharded_grad_bytes(gb, sb) * stage, accum_b * n_grad)
     st = offload_state(L.offload, zero, m, weights=weights, grads=gb * n_grad, accum=accum,
                        opt=opt, opt_grads=gb * n_opt, opt_weights=wb * n_opt)
-    ema = 0.0
+    ema: Any = 0.0
     if sb.get("any_ema", True):  # an fp32 EMA of the parameters this GPU updates
         ema = EMA_BYTES * n_opt
         st["offloaded"] = st["offloaded"] + np.where(sb["ema"] == "host", ema, 0.0)

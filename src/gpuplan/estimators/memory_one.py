@@ -320,8 +320,9 @@ def _stage_dicts(model: ModelSpec, layout: Any, c: dict[str, Any], runtime: floa
     ada = adafactor_state_per_param(model) if c["optimizer"] == ADAFACTOR else 0.0
     m = float(c["global_batch"]) / (float(c["dp"]) * float(c["micro_batch"]))
     sb = {k: getattr(stacks, k)[c["stack"]] for k in stacks.__dataclass_fields__}
-    state_b = tuple(float(x) for x in model_state_bytes_per_param(
-        c["precision"], c["optimizer"], ada, float(sb["moment_bytes"])))
+    wb, gb, ob = model_state_bytes_per_param(c["precision"], c["optimizer"], ada,
+                                             float(sb["moment_bytes"]))
+    state_b = (float(wb), float(gb), float(ob))
     acts = _per_layer(model, c, sb)
     ft = finetune_of(model)
     dual = c["schedule"] == S_DUALPIPE
