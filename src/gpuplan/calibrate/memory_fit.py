@@ -23,6 +23,7 @@ from ..search.evaluate import memory_per_gpu, site_from_catalog
 from ..search.single import with_grad_reduce, with_memory_options
 from ..spec import Layout, ModelSpec, modules_code, offload_code
 from ..units import GiB
+from .releases import release_order
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,14 +137,10 @@ def loss_option(row: dict[str, str]) -> str | None:
     """The row's loss option ('fused', 'inplace', `LOSS_SOURCES`); None = the stack's."""
     src, release = row.get("source", ""), row.get("release", "").strip()
     for prefix, (first, option, _) in LOSS_SOURCES.items():
-        if src.startswith(prefix) and (not first or _release_key(release) >= _release_key(first)):
+        if src.startswith(prefix) and (not first or (
+                release and release_order(release) >= release_order(first))):
             return option
     return None
-
-
-def _release_key(release: str) -> tuple[int, ...]:
-    """'26.04.01' -> (26, 4, 1): container releases in order ('' sorts first)."""
-    return tuple(int(x) for x in release.split(".") if x.isdigit())
 
 
 def memory_options(row: dict[str, str]) -> tuple[str | None, ...]:
