@@ -63,15 +63,6 @@ def hier_rs(nbytes: float, n: float, k: float, bi: float, ai: float, bo: float,
     return rs(nbytes, k, bi, ai) + rs(nbytes / k, n / k, bo, ao)
 
 
-def hier_a2a(nbytes: float, n: float, k: float, bi: float, ai: float, bo: float,
-             ao: float) -> float:
-    """comm.hierarchical_all_to_all_s."""
-    k = clip(k, 1.0, n)
-    inner = transfer((k - 1.0) / n, nbytes, bi)
-    outer = transfer((n - k) / n, nbytes, bo)
-    return mx(inner, outer) + (k - 1.0) * ai + (n - k) * ao
-
-
 def p2p(nbytes: float, bw: float, a: float) -> float:
     return div(nbytes, bw) + a
 
