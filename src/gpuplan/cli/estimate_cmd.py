@@ -26,6 +26,7 @@ EPILOG = """examples:
   gpuplan estimate --model llama3-8b --gpu h100 --gpus 8 --tokens 15T \\
       --offer aws-p5.48xlarge-us-east-1 --pricing reserved-3y
   gpuplan estimate --layers 24 --hidden 2048 --heads 16 --vocab 50257 --gpu rtx-4090 --gpus 1
+  gpuplan estimate --model llama3-8b --gpu h100 --gpus 16 --tp 2 --export megatron -o run.sh
 """
 
 
@@ -117,7 +118,13 @@ def register(sub: Any) -> None:
                    "(-1y/-3y), capacity-block or own")
     add_finetune_options(p)
     add_site_options(p)
-    add_report_options(p.add_argument_group("report"), "estimate")
+    x = p.add_argument_group("launch config and report")
+    x.add_argument("--export", metavar="TARGET", help="print the launch config of this "
+                   "configuration instead of the estimate: megatron, torchtitan, deepspeed, "
+                   "torchrun, slurm or skypilot")
+    x.add_argument("-o", "--output", metavar="FILE", help="write the --export output to FILE "
+                   "(the estimate is printed as usual)")
+    add_report_options(x, "estimate")
     common_options(p)
     p.set_defaults(func=run)
 
@@ -148,14 +155,41 @@ def estimate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         **model_args(args), **site_args(args), **finetune_args(args))
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Bad export or output flags fail before the estimate, in one line (as on `plan`)."""
+    from ..errors import ConfigError, UnknownIdError
+    from ..export import TARGETS
+    from .export_cmd import check_output
+
+    if args.output and not args.export:
+        raise ConfigError("-o goes with --export TARGET (megatron, torchtitan, deepspeed, "
+                          "torchrun, slurm or skypilot)")
+    if args.export and args.export.strip().lower() not in TARGETS:
+        raise UnknownIdError("export target", args.export, TARGETS)
+    check_output(args.output, args.force)
+    check_output(args.html, args.force)
+    check_format(args)
+    if args.format != "text" and args.export and not args.output:
+        raise ConfigError(f"--export without -o prints the launch config instead of the "
+                          f"estimate, so --format {args.format} has nothing to format; add -o FILE")
+
+
 def run(args: argparse.Namespace) -> int:
     from .. import api
     from ..report.estimate import render_text, to_json
-    from .export_cmd import check_output
+    from .export_cmd import write_or_print
 
-    check_output(args.html, args.force)
-    check_format(args)
+    _check_outputs(args)
     result = api.estimate(**estimate_kwargs(args))
-    doc = to_json(result) if wants_json(args) else {}
+    doc = to_json(result) if (wants_json(args) or args.export) else {}
     write_html("estimate", doc, args)
+    if args.export:
+        from ..export import export, record_from
+
+        record, _ = record_from(doc)
+        text = export(record, args.export, source={"from": "`gpuplan estimate`",
+                                                   "catalog": tuple(args.catalog)})
+        write_or_print(text, args.output, args.force)
+        if not args.output:
+            return 0
     return print_result("estimate", doc, args, lambda: render_text(result))

@@ -57,7 +57,24 @@ def record_from(doc: Any, rank: int = 1) -> tuple[dict[str, Any], str]:
     if "layout" in doc and "gpu" in doc:
         if rank != 1:
             raise ConfigError("an estimate has one configuration: drop --rank")
+        if doc.get("fits") is False:
+            raise ConfigError(_does_not_fit(doc))
         return doc, "estimate"
     raise ConfigError("the result is neither a plan (no 'plans') nor an estimate (no "
                       "'layout'); give what `gpuplan plan --json` or `gpuplan estimate --json` "
                       "wrote")
+
+
+def _does_not_fit(doc: dict[str, Any]) -> str:
+    """The one line for an estimate whose memory does not fit: a launch config for it would
+    only run out of memory, so the first fitting knob the estimate found is named instead."""
+    mem, cap = doc.get("memory_gib"), doc.get("gpu_memory_gib")
+    need = (f" ({mem['total']:.1f} GiB per GPU of {cap:.1f})" if isinstance(mem, dict)
+            and isinstance(mem.get("total"), (int, float)) and isinstance(cap, (int, float))
+            else "")
+    detail = doc.get("suggestion_detail")
+    knob = (detail[0].get("flags") if isinstance(detail, list) and detail
+            and isinstance(detail[0], dict) else None)
+    fix = (f"estimate again with {knob} (it fits) and export that" if isinstance(knob, str)
+           else "change the layout until the estimate fits, then export it")
+    return f"the configuration does not fit in GPU memory{need}; {fix}"
