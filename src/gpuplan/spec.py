@@ -96,6 +96,9 @@ class Accelerator:
     peak_flops: dict[str, float]
     # GeForce/RTX headline rate with FP16 accumulate, if any
     fp16_accumulate_flops: float | None = None
+    # exponentials per second of the special-function units (softmax's exp2); None = no
+    # published figure (the attention time then has no exponential term)
+    exp_per_s: float | None = None
     scale_up_kind: str  # 'nvlink', 'infinity-fabric', 'pcie', 'hccs', 'ethernet'
     scale_up_fabric: str  # fabric id
     scale_up_bytes_per_s: float  # per GPU, both directions added (as vendors quote)
@@ -439,6 +442,9 @@ class Hardware:
     # GPU's host link per direction (its PCIe / NVLink-C2C host_interface fabric).
     host_memory_bytes: Any = float("nan")
     host_bytes_per_s: Any = float("nan")
+    # Exponentials per second of the special-function units (catalog exp_tera_per_s); inf
+    # where the catalog has no figure (no exponential term in the attention time).
+    exp_per_s: Any = float("inf")
 
 
 def _bitmask(value: Any, names: tuple[str, ...], what: str, hint: str) -> int:

@@ -99,6 +99,7 @@ ROW_TABLES: dict[str, dict[str, Field]] = {
         "peak_tflops": Field("map", True, unit=TERA, to="peak_flops", above=True, high=1e7,
                              choices=spec.PEAK_KEYS),
         "fp16_accumulate_tflops": pos(False, TERA, "fp16_accumulate_flops", high=1e7),
+        "exp_tera_per_s": pos(False, TERA, "exp_per_s", high=1e6),
         "scale_up_kind": text(choices=("nvlink", "infinity-fabric", "pcie", "hccs", "ethernet")),
         "scale_up_fabric": text(),
         "scale_up_gb_per_s": pos(unit=GB, to="scale_up_bytes_per_s", high=1e7),

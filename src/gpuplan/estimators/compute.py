@@ -199,6 +199,47 @@ def compute_time(flops: Any, peak_flops: Any, efficiency: Any) -> Any:
     return np.asarray(flops) / (np.asarray(peak_flops) * np.asarray(efficiency))
 
 
+# --- softmax exponentials of the attention core ------------------------------------------------
+#
+# Flash attention evaluates one exponential per score element in the forward (the softmax of
+# QK^T) and one more in the backward, which recomputes P = exp(S - LSE) instead of storing it
+# (Dao 2023, arXiv 2307.08691, algorithms 1 and 2); selective or full recompute repeats the
+# forward's. The exponentials run on the special-function units (MUFU.EX2), whose rate did not
+# grow with the tensor cores: H100 SXM5 has 989 TFLOP/s of 16-bit matmul "but only 3.9 TFLOPS
+# of special functions such as exponential", so at head width 128 the exponentials take 50% of
+# the matmul cycles (Shah et al. 2024, FlashAttention-3, arXiv 2407.08608, section 3.1); B200
+# and GB200 double the matmul rate at 5 T exponentials/s, and Blackwell Ultra (B300, GB300)
+# doubles the SFU rate to 10.7 T/s (NVIDIA, "Inside NVIDIA Blackwell Ultra", 2025-08, table 2;
+# catalog field exp_tera_per_s). Per score element the forward takes 2 (q + v width) / heads
+# matmul FLOPs (4 d_head for multi-head attention), the backward twice that.
+#
+# The kernels overlap the two pipes: FlashAttention-3 runs one warpgroup's softmax under
+# another's GEMMs (ping-pong, section 3.1), FlashAttention-4 pipelines the same way on
+# Blackwell (Zadouri et al., FlashAttention-4, Dao-AILab/flash-attention assets/fa4_paper.pdf:
+# "asymmetric hardware scaling"; its software-emulated exp2 offloads the SFUs further). So
+# each pass takes the time of its binding pipe, max(matmul FLOPs / peak, exponentials / SFU
+# rate), at the attention core's achieved efficiency (our reading: one achieved fraction for
+# the kernel, whichever pipe binds). The forward is SFU-bound below d_head = peak / (4 x rate):
+# 63 on H100, 112 on B200, 125 on GB200, 53 on B300, 58 on GB300; the backward below half
+# that.
+
+
+def attention_exp_factor(model: ModelSpec, attention: Any, executed: Any, peak16: Any,
+                         exp_per_s: Any) -> Any:
+    """Attention-core time over its matmul time (>= 1): each pass (forward, with recompute's
+    repeats, and backward) takes max(matmul, exponential) time. `attention`: PaLM-counted
+    forward + backward attention FLOPs (FlopsBreakdown.attention), `executed` the same with
+    recompute (attention_executed); exp_per_s inf (no catalog figure) gives 1."""
+    q_width, v_width = _attention_dims(model)
+    # exponential time / matmul time of one forward pass (the backward has half of it)
+    r = peak16 * model.heads / (2.0 * (q_width + v_width)) / exp_per_s
+    # Python floats stay floats (the scalar fast path), anything else broadcasts
+    big = max if type(r) is float else np.maximum
+    fwd = attention / FWD_BWD + (executed - attention)
+    bwd = attention * (FWD_BWD - 1.0) / FWD_BWD
+    return (fwd * big(1.0, r) + bwd * big(1.0, r / 2.0)) / executed
+
+
 # --- memory-bound kernels ----------------------------------------------------------------------
 
 # Bytes of HBM traffic per token per layer of the elementwise kernels, in units of

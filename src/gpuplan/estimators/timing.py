@@ -10,8 +10,9 @@ grid of one. Unsupported precisions (nan peak) give an infinite step time and 0 
 
 compute_s covers GEMMs (and routed experts, whose grouped GEMMs take the efficiency of their
 smallest dimension, compute.expert_gemm_dim) at the calibrated matmul efficiency and the
-attention core in 16 bits at attention_ratio x that efficiency; memory_s includes the MoE token
-routing traffic (compute.moe_routing_elems_per_token). Communication hides behind compute by
+attention core in 16 bits at attention_ratio x that efficiency (slower where the softmax's
+exponentials bind, compute.attention_exp_factor); memory_s includes the MoE token routing
+traffic (compute.moe_routing_elems_per_token). Communication hides behind compute by
 named overlap fractions (estimators/comm.py) that share one budget, the GEMM time. bubble_s =
 (pp - 1) / (microbatches * vpp) x the pipeline's busy time, the interleaved 1F1B bubble of
 Narayanan et al. 2021 (arXiv 2104.04473, section 2.2.2), or DualPipe's (`_bubble_fraction`,
@@ -56,6 +57,7 @@ from .compute import (
     MOE_LOAD_IMBALANCE,
     OPTIMIZER_STEP_BYTES,
     Efficiency,
+    attention_exp_factor,
     compute_time,
     elementwise_bytes_per_token_layer,
     expert_gemm_dim,
@@ -168,6 +170,7 @@ class _Ctx(LayoutArrays):
     act_bytes: Any
     peak: Any
     peak16: Any  # 16-bit peak (attention runs in BF16 under FP8 recipes)
+    exp: Any  # SFU exponentials per second (inf: no catalog figure)
     domain: Any
     up: Any
     a_up: Any
@@ -193,6 +196,7 @@ def _context(layout: Layout, hw: Hardware) -> _Ctx:
                 m=np.asarray(layout.microbatches, dtype=float),
                 act_bytes=act_element_bytes(prec),  # FP8 recipes keep 16-bit activations
                 peak=peak_at(hw, prec), peak16=_peak16(hw, prec), domain=f(hw.scale_up_domain),
+                exp=f(getattr(hw, "exp_per_s", np.inf)),
                 up=f(hw.scale_up_bytes_per_s), a_up=f(hw.scale_up_latency_s),
                 out=f(hw.scale_out_bytes_per_s) * comm.NET_EFFICIENCY,
                 a_out=f(hw.scale_out_latency_s),
@@ -236,7 +240,8 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
     # efficiency.
     per_layer_tokens = tokens_gpu / c.tp * lps / L  # (tokens x all layers) x this stage's share
     expert = per_layer_tokens * _expert_flops(model, c) / stage_flops
-    attn = per_layer_tokens * fl.attention_executed(c.rc, c.rmods, c.rk) / stage_flops
+    at_exec = fl.attention_executed(c.rc, c.rmods, c.rk)
+    attn = per_layer_tokens * at_exec / stage_flops
     # The LM head stays in 16 bits under FP8 recipes (see the docstring).
     head16 = tokens_gpu / c.tp * fl.lm_head * head / stage_flops
     eff_mm = matmul_efficiency(eff, h / c.tp, c.prec)
@@ -247,7 +252,8 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
     compute_s = (compute_time(stage_flops * (1 - expert - attn - head16), c.peak, eff_mm)
                  + compute_time(stage_flops * head16, c.peak16, eff16)
                  + compute_time(stage_flops * expert * MOE_LOAD_IMBALANCE, c.peak, eff_ex)
-                 + compute_time(stage_flops * attn, c.peak16, eff_at))
+                 + compute_time(stage_flops * attn * attention_exp_factor(
+                     model, fl.attention, at_exec, c.peak16, c.exp), c.peak16, eff_at))
     per_token = (elementwise_bytes_per_token_layer(model, c.act_bytes, c.ep) * lps
                  + logits_bytes_per_token(model) * head)
     repeat = 1.0 + c.full / 3.0  # full recompute repeats the forward

@@ -29,7 +29,13 @@ from ..spec import BF16, FP8, M_MOE, S_1F1B_A2A, S_DUALPIPE, ModelSpec, moe_dedu
 from ..workload import finetune_of
 from . import comm, finetune
 from . import shapes_one as s1
-from .compute import FWD_BWD, MOE_LOAD_IMBALANCE, OPTIMIZER_STEP_BYTES, Efficiency
+from .compute import (
+    FWD_BWD,
+    MOE_LOAD_IMBALANCE,
+    OPTIMIZER_STEP_BYTES,
+    Efficiency,
+    attention_exp_factor,
+)
 from .recompute import OFFLOAD_OVERLAP
 from .shapes_one import div, mn, mx
 from .timing import TimingBreakdown, step_time
@@ -47,7 +53,7 @@ _LAYOUT = (("tp", "tp"), ("pp", "pp"), ("dp", "dp"), ("cp", "cp"), ("ep", "ep"),
 _HW = ("scale_up_domain", "scale_up_bytes_per_s", "scale_up_latency_s", "scale_out_bytes_per_s",
        "scale_out_latency_s", "memory_bandwidth_bytes_per_s", "peak_flops")
 _LAYOUT_NAMES = tuple(n for _, n in _LAYOUT)
-_HW_ALL = (*_HW, "host_bytes_per_s")
+_HW_ALL = (*_HW, "host_bytes_per_s", "exp_per_s")
 
 
 _PLAIN = (int, float, bool)
@@ -104,6 +110,7 @@ def _read(layout: Any, hw: Any) -> dict[str, Any]:
         c[k] = _f(getattr(hw, n))
     c["out"] = c["out"] * comm.NET_EFFICIENCY
     c["host_bw"] = _f(getattr(hw, "host_bytes_per_s", math.nan))
+    c["exp"] = _f(getattr(hw, "exp_per_s", INF))
     c["full"] = s1.full_share(c["rc"], c["rk"])
     return c
 
@@ -138,7 +145,8 @@ def _compute_parts(model: ModelSpec, c: dict[str, Any], eff: Efficiency) -> dict
             * model.expert_params()
         routed = routed * (1.0 + (c["full"] + s1.module_bit(rc, c["rmods"], M_MOE)) / 3.0)
     expert = per_layer_tokens * routed / stage_flops
-    attn = per_layer_tokens * s1.attention_executed(fl, rc, c["rmods"], c["rk"]) / stage_flops
+    at_exec = s1.attention_executed(fl, rc, c["rmods"], c["rk"])
+    attn = per_layer_tokens * at_exec / stage_flops
     head16 = tokens_gpu / c["tp"] * fl["lm_head"] * head / stage_flops  # 16-bit LM head
     eff_mm = s1.mm_eff(eff, h / c["tp"], c["prec"])
     eff16 = s1.mm_eff(eff, h / c["tp"], BF16)
@@ -150,7 +158,8 @@ def _compute_parts(model: ModelSpec, c: dict[str, Any], eff: Efficiency) -> dict
     compute_s = (div(stage_flops * (1 - expert - attn - head16), c["peak"] * eff_mm)
                  + div(stage_flops * head16, c["peak16"] * eff16)
                  + div(stage_flops * expert * MOE_LOAD_IMBALANCE, c["peak"] * eff_ex)
-                 + div(stage_flops * attn, c["peak16"] * eff_at))
+                 + div(stage_flops * attn * attention_exp_factor(
+                     model, fl["attention"], at_exec, c["peak16"], c["exp"]), c["peak16"] * eff_at))
     per_token = s1.elementwise(model, c["act"], c["ep"]) * lps + s1.logits_bytes(model) * head
     repeat = 1.0 + c["full"] / 3.0
     bw = c["hbm"] * eff.memory_fraction

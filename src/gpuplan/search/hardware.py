@@ -82,7 +82,8 @@ def hardware_table(cat: Catalog, rows: list[tuple[Accelerator | str,
     cols: dict[str, list[Any]] = {k: [] for k in (
         "memory_bytes", "memory_bandwidth_bytes_per_s", "peak", "scale_up_bytes_per_s",
         "scale_up_latency_s", "scale_up_domain", "scale_out_bytes_per_s", "scale_out_latency_s",
-        "gpus_per_node", "tdp_watts", "family", "host_memory_bytes", "host_bytes_per_s")}
+        "gpus_per_node", "tdp_watts", "family", "host_memory_bytes", "host_bytes_per_s",
+        "exp_per_s")}
     for accelerator, platform in rows:
         acc = _accelerator(cat, accelerator)
         plat = platform_of(cat, acc, platform)
@@ -97,6 +98,7 @@ def hardware_table(cat: Catalog, rows: list[tuple[Accelerator | str,
         cols["scale_out_latency_s"].append(plat.scale_out_latency_s)
         cols["gpus_per_node"].append(plat.gpus_per_node)
         cols["tdp_watts"].append(acc.tdp_watts)
+        cols["exp_per_s"].append(acc.exp_per_s or np.inf)
         cols["family"].append(acc.family)
         cols["host_memory_bytes"].append(host_memory_per_gpu(cat, acc, plat))
         host = cat.fabrics.get(acc.host_interface)

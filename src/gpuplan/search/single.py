@@ -156,6 +156,7 @@ def power_limited(hw: Any, gpu: Accelerator, limit_watts: float) -> Any:
     f = power_factor(gpu.tdp_watts, limit_watts)
     return replace(hw, peak_flops=hw.peak_flops * f,
                    peak_flops_by_precision=hw.peak_flops_by_precision * f,
+                   exp_per_s=hw.exp_per_s * f,  # the SFUs run at the same clock
                    tdp_watts=np.minimum(hw.tdp_watts, limit_watts))
 
 
