@@ -315,7 +315,7 @@ def _fit_loss(cat: Catalog, runs: list[RunSpec], fams: Constants, stacks: Consta
     """Sum over runs of log(predicted / published)^2; any constant may be a grid (array)."""
     loss: Any = 0.0
     for rs in runs:
-        values = with_stack(fams[rs.family], stacks[rs.group])
+        values = with_stack(fams[rs.family], {**stack_row(cat, rs.stack), **stacks[rs.group]})
         pred, _ = predict(cat, rs, Efficiency(**values))
         _, pub = published_value(rs)
         loss = loss + np.log(np.asarray(pred, dtype=float) / pub) ** 2

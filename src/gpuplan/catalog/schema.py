@@ -230,6 +230,7 @@ EFFICIENCY: dict[str, Field] = {
     "memory_fraction": fraction(above=True),
     "layer_overhead_us": num(high=1e9),
     "attention_ratio": pos(high=4.0),
+    "fa2_attention_ratio": pos(False, high=4.0),  # under an 'fa2' stack (stated); absent = 1
     "tp_overlap": fraction(),
     "guess": Field("bool", True, inherited=False),
     "source": text(inherited=False),
@@ -246,6 +247,7 @@ STACK: dict[str, Field] = {
     "inherits": text(False, inherited=False),
     "matmul_scale": pos(high=4.0),
     "fp8_ratio": pos(high=4.0),
+    "attention_kernel": text(False, choices=("fused", "fa2")),  # stated; absent = fused
     "fitted_families": Field("texts", False, inherited=False),
     "guess": Field("bool", True, inherited=False),
     "source": text(inherited=False),

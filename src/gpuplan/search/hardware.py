@@ -24,9 +24,9 @@ from ..estimators.compute import Efficiency
 from ..spec import PRECISIONS, STACKS, Accelerator, Hardware, Offer, System
 from .platforms import DEFAULT_LATENCY_S, Platform, default_system, platform_of
 
-__all__ = ["Platform", "best_stack", "check_precision", "default_system", "efficiency_for",
-           "efficiency_rows", "family_constants", "hardware_for", "hardware_table",
-           "pair_is_guess", "peak_row", "stack_group", "stack_row", "with_stack"]
+__all__ = ["Platform", "attention_kernel", "best_stack", "check_precision", "default_system",
+           "efficiency_for", "efficiency_rows", "family_constants", "hardware_for",
+           "hardware_table", "pair_is_guess", "peak_row", "stack_group", "stack_row", "with_stack"]
 
 
 def _accelerator(cat: Catalog, accelerator: Accelerator | str) -> Accelerator:
@@ -149,6 +149,9 @@ EFFICIENCY_FIELDS = {"matmul_max": ("matmul_max", 1.0), "half_dim": ("half_dim",
                      "tp_overlap": ("tp_overlap", 1.0)}
 # [stack.NAME] fields that change the efficiency (pooled over families).
 STACK_FIELDS = ("matmul_scale", "fp8_ratio")
+# [efficiency.FAMILY] field, stated (never fitted): an 'fa2' stack's attention speed relative
+# to the fused kernel on the family (docs/calibration.md, "Attention kernel of a stack").
+FA2_RATIO = "fa2_attention_ratio"
 
 
 def efficiency_rows(cat: Catalog) -> dict[str, dict[str, Any]]:
@@ -192,18 +195,32 @@ def family_constants(cat: Catalog, family: str) -> dict[str, float]:
     row for a family without one."""
     table = efficiency_rows(cat)
     row = table.get(family, table["default"])
-    return {name: float(row.get(key, 1.0)) * factor
-            for key, (name, factor) in EFFICIENCY_FIELDS.items()}
+    out = {name: float(row.get(key, 1.0)) * factor
+           for key, (name, factor) in EFFICIENCY_FIELDS.items()}
+    out[FA2_RATIO] = float(row.get(FA2_RATIO, 1.0))  # stated, consumed by with_stack
+    return out
+
+
+def attention_kernel(stack: dict[str, Any]) -> str:
+    """The attention kernel a [stack.NAME] row states: 'fused' (Transformer Engine's cuDNN
+    fused attention; the default) or 'fa2' (an Ampere-generation flash-attention kernel)."""
+    return str(stack.get("attention_kernel") or "fused")
 
 
 def with_stack(values: dict[str, Any], stack: dict[str, Any]) -> dict[str, Any]:
     """Family constants under a stack: matmul_max x matmul_scale (at most 1), fp8_ratio x the
-    stack's fp8_ratio. Broadcasts (the calibration passes grids)."""
+    stack's fp8_ratio, and under a stack whose attention kernel is 'fa2' attention_ratio x the
+    family's stated fa2_attention_ratio (FlashAttention-2 against the fused kernel on that
+    family; 1 where absent). Broadcasts (the calibration passes grids)."""
     out = dict(values)
+    fa2 = out.pop(FA2_RATIO, 1.0)
     out["matmul_max"] = np.minimum(np.asarray(values["matmul_max"], dtype=float)
                                    * np.asarray(stack["matmul_scale"], dtype=float), 1.0)
     out["fp8_ratio"] = (np.asarray(values.get("fp8_ratio", 1.0), dtype=float)
                         * np.asarray(stack["fp8_ratio"], dtype=float))
+    if attention_kernel(stack) == "fa2":
+        out["attention_ratio"] = (np.asarray(values["attention_ratio"], dtype=float)
+                                  * np.asarray(fa2, dtype=float))
     return out
 
 
