@@ -233,9 +233,10 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
              packing: bool | None = None, padding_efficiency: float | None = None,
              grad_reduce_dtype: str | None = None, schedule: str = "1f1b",
              moments_dtype: str | None = None, activation_cache: str | None = None,
-             ema: str | None = None, moe_dispatcher: str = "auto", **flags: Any) -> Estimate:
+             ema: str | None = None, moe_dispatcher: str = "auto",
+             fp8_recipe: str | None = None, **flags: Any) -> Estimate:
     """Memory, time and cost of one configuration (`gpuplan estimate`; `moments_dtype`,
-    `activation_cache`, `ema`: estimators/buffers.py, None = the stack's). `flags`: the explicit
+    `activation_cache`, `ema`, `fp8_recipe`: estimators/buffers.py, None = the stack's). `flags`: the explicit
     model flags (layers, hidden, heads, kv_heads, ffn, vocab, mlp, tied_embeddings) and the
     site flags (utilization, years, electricity, pue, grid_intensity, interruptions, reuse).
     Fine-tuning (#15): `method` full|lora|qlora|freeze, `lora_rank`, `lora_targets`, `quant`,
@@ -272,7 +273,7 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
                         overrides=_site_overrides(flags) if flags else {},
                         power_limit_watts=power_limit_watts,
                         grad_reduce_dtype=grad_reduce_dtype,
-                        memory_options=(moments_dtype, activation_cache, ema))
+                        memory_options=(moments_dtype, activation_cache, ema, fp8_recipe))
     ft_facts.pop("tokens")
     info = sft.info(m, tokens=value, days=e.time_to_train_days, **ft_facts)
     return e if info is None and e.finetune is None else dataclasses.replace(e, finetune=info)

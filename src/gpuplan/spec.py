@@ -110,6 +110,9 @@ class Accelerator:
     price_date: str = ""
     software: str  # 'CUDA', 'ROCm', 'SynapseAI', 'CANN'
     consumer: bool = False  # GeForce-class card (no data-center licence, no NVLink)
+    # FP8 GEMMs accept every operand layout, not only TN (CUDA compute capability 10.x,
+    # Blackwell): Transformer Engine keeps no FP8 transpose (estimators/buffers.py)
+    fp8_gemm_any_layout: bool = False
     # 'allowed', 'licensed' (licence required and being granted), 'license-required',
     # 'prohibited', 'china-only'
     export_cn: str

@@ -103,8 +103,7 @@ class RunSpec:
     gpu: str
     stack: str = "megatron"  # the run's software stack (column `stack`)
     group: str = "megatron"  # its calibration group (`stack_group`)
-    # (grad reduce dtype, moments dtype, activation cache); None = the stack's
-    memory_options: tuple[str | None, ...] = (None, None, None, None)
+    memory_options: tuple[str | None, ...] = (None,) * 5  # memory_fit.memory_options
 
 
 def load_runs() -> list[dict[str, str]]:
@@ -260,6 +259,7 @@ def validate_runs(cat: Catalog, rows: list[dict[str, str]] | None = None,
             anomaly=row.get("anomaly", ""), release=row.get("release", ""),
             superseded_by=newest.get(row["id"], ""), memory=run_fit(
                 cat, rs.model, rs.layout, gpus=int(rs.layout.gpus), options=rs.memory_options,
+                gpu=cat.accelerator(rs.gpu),
                 capacity_bytes=float(np.asarray(_hardware(cat, rs).memory_bytes).ravel()[0])),
             memory_settings=row.get("memory_settings", "").strip(),
             memory_unmodelled=row.get("memory_unmodelled", "").strip()))

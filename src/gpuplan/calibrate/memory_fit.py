@@ -12,6 +12,7 @@ usable. A layout the model refuses is reported with its one-line refusal (``fits
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -21,7 +22,7 @@ from ..errors import CatalogError, GpuplanError
 from ..estimators.buffers import LEGACY
 from ..search.evaluate import memory_per_gpu, site_from_catalog
 from ..search.single import with_grad_reduce, with_memory_options
-from ..spec import Layout, ModelSpec, modules_code, offload_code
+from ..spec import Accelerator, Layout, ModelSpec, modules_code, offload_code
 from ..units import GiB
 from .releases import release_order
 
@@ -38,16 +39,18 @@ class MemoryFit:
 
 
 def run_fit(cat: Catalog, model: ModelSpec, layout: Layout, gpus: int, capacity_bytes: float,
-            options: tuple[str | None, ...] = (None, None, None, None)) -> MemoryFit:
-    """`options`: (grad reduce dtype, moments dtype, activation cache, loss); None = the
-    stack's (`search.single.with_grad_reduce` / `with_memory_options`, as `gpuplan estimate`);
-    loss 'fused' or 'inplace': the loss keeps only the 16-bit logits (`LOSS_SOURCES`)."""
+            options: tuple[str | None, ...] = (None, None, None, None, None),
+            gpu: Accelerator | None = None) -> MemoryFit:
+    """`options`: (grad reduce dtype, moments dtype, activation cache, loss, FP8 recipe); None
+    = the stack's (`search.single.with_grad_reduce` / `with_memory_options`, as `gpuplan
+    estimate`); loss 'fused' or 'inplace': the loss keeps only the 16-bit logits
+    (`LOSS_SOURCES`); the FP8 recipe (`fp8_recipe`) on `gpu` (its `fp8_gemm_any_layout`)."""
     cap = float(capacity_bytes) / GiB
     try:
         layout.check(model, gpus)
-        grad, moments, cache, loss = (*options, None, None, None, None)[:4]
+        grad, moments, cache, loss, recipe = (*options, None, None, None, None, None)[:5]
         site = with_memory_options(with_grad_reduce(site_from_catalog(cat), grad), layout,
-                                   moments, cache)
+                                   moments, cache, None, recipe, gpu=gpu)
         if loss in ("fused", "inplace"):
             sb = site.stack_buffers or LEGACY
             site = replace(site, stack_buffers=sb.with_compiled_loss() if loss == "fused"
@@ -143,11 +146,29 @@ def loss_option(row: dict[str, str]) -> str | None:
     return None
 
 
+# The FP8 scaling recipe a row's notes state for its run, read from the source's own words as
+# `releases.release_from_source` reads the release: "FP8 (current scaling)" or "FP8 delayed
+# scaling", or a Megatron-Bridge perf config named *_FP8_CS_* (compute dtype fp8_cs) -> 'tensor'
+# (Transformer Engine's Float8CurrentScaling / DelayedScaling, one scale per tensor: on
+# Blackwell no FP8 transpose is kept, buffers.fp8_transpose_kept). Notes that name MXFP8 too
+# (an MXFP8 run, or a table of "FP8 current scaling / MXFP8 on Blackwell") and rows that state
+# no recipe -> None, the planner's 'auto', which keeps the second FP8 copy.
+FP8_TENSOR_RECIPE = re.compile(r"\bFP8 \(?(?:current|delayed) scaling\)?|_FP8_CS_")
+
+
+def fp8_recipe(row: dict[str, str]) -> str | None:
+    """'tensor' where an FP8 row's notes state per-tensor scaling alone (`FP8_TENSOR_RECIPE`,
+    no MXFP8 named), else None."""
+    notes = row.get("notes", "")
+    stated = row.get("precision") == "fp8" and FP8_TENSOR_RECIPE.search(notes)
+    return "tensor" if stated and "MXFP8" not in notes.upper() else None
+
+
 def memory_options(row: dict[str, str]) -> tuple[str | None, ...]:
-    """(grad reduce dtype, moments dtype, activation cache, loss) of a row; None = the
-    stack's."""
+    """(grad reduce dtype, moments dtype, activation cache, loss, FP8 recipe) of a row; None =
+    the stack's."""
     grad, moments, cache = (row.get(k, "").strip() or None for k in MEMORY_OPTIONS)
-    return grad, moments, cache, loss_option(row)
+    return grad, moments, cache, loss_option(row), fp8_recipe(row)
 
 
 def int_field(row: dict[str, str], key: str, default: int = 0) -> int:

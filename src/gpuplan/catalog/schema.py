@@ -111,6 +111,7 @@ ROW_TABLES: dict[str, dict[str, Field]] = {
         "price_date": text(False),
         "software": text(),
         "consumer": Field("bool"),
+        "fp8_gemm_any_layout": Field("bool"),  # FP8 GEMMs take non-TN layouts (no transpose)
         "export_cn": text(choices=("allowed", "licensed", "license-required", "prohibited",
                                    "china-only")),
         "export_cn_rule": text(),

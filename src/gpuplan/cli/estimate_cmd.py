@@ -108,6 +108,10 @@ def register(sub: Any) -> None:
     g.add_argument("--ema", choices=("none", "gpu", "host"),
                    help="an fp32 EMA of the parameters: on the GPU, or in host memory as "
                    "DeepSeek-V3 keeps it (default none)")
+    g.add_argument("--fp8-recipe", choices=("auto", "tensor", "mxfp8"),
+                   help="FP8 scaling: tensor (per-tensor delayed or current scaling; on "
+                   "Blackwell Transformer Engine then keeps no FP8 transpose), mxfp8, or auto "
+                   "(MXFP8 on Blackwell, per-tensor elsewhere; the default)")
     c = p.add_argument_group("run and cost")
     c.add_argument("--tokens", help="tokens to train on (2e12, 2T, 300B)")
     c.add_argument("--offer", help="cloud offer id: its price and its network")
@@ -151,7 +155,7 @@ def estimate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         moe_dispatcher=getattr(args, "moe_dispatcher", "auto"),
         moments_dtype=getattr(args, "moments_dtype", None),
         activation_cache=getattr(args, "activation_cache", None),
-        ema=getattr(args, "ema", None),
+        ema=getattr(args, "ema", None), fp8_recipe=getattr(args, "fp8_recipe", None),
         **model_args(args), **site_args(args), **finetune_args(args))
 
 

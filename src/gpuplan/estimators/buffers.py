@@ -51,6 +51,19 @@ sourced there):
   without autocast: its own copy in the adapter dtype), 'shared' (the adapters take the frozen
   layer's input tensor itself, no dropout: one storage for q, k and v; torchtune's LoRALinear).
 
+- fp8_transpose: the second 1-B FP8 copy of each weight that Transformer Engine keeps beside
+  the first for the backward GEMMs -- the transpose of a per-tensor-scaled Float8Tensor, or
+  the column-wise data of an MXFP8 tensor -- is kept (True, the default). False where the
+  run's FP8 recipe scales per tensor (delayed or current scaling) on an accelerator whose FP8
+  GEMMs take any operand layout (catalog `fp8_gemm_any_layout`: Blackwell, compute capability
+  10.x): Transformer Engine then makes no transpose and its backward GEMMs read the row-wise
+  data (NVIDIA/TransformerEngine v2.16, commit 4220403e8, transformer_engine/pytorch/utils.py
+  is_non_tn_fp8_gemm_supported: capability in [10.0, 12.0) or >= 13.0; csrc/quantizer.cpp
+  Float8Quantizer / Float8CurrentScalingQuantizer::create_tensor: with_transpose =
+  columnwise_usage && !is_non_tn_fp8_gemm_supported; tensor/storage/float8_tensor_storage.py
+  update_usage: needs_data_transpose = False there). MXFP8 scales blocks of 32 along the
+  reduction axis, so its column-wise data is a second quantization, kept on every GPU. A run's
+  setting (`with_fp8_transpose`; `fp8_transpose_kept` resolves it from the recipe and the GPU);
 - moment_bytes: bytes per element of the optimizer's moments (AdamW's first and second
   moments, SGD's momentum, Adafactor's factored second moment): 4 = fp32, the default; 2 =
   bf16 (DeepSeek-V3 report, arXiv 2412.19437, section 3.3.3 "Low-Precision Optimizer
@@ -96,13 +109,17 @@ from .shapes import act_element_bytes, tokens_per_rank
 __all__ = ["StackBuffers", "LEGACY", "BUFFER_LINES", "from_table", "buffer_dtypes",
            "REDUCE_DTYPES", "logits_bytes", "pp_unsharded_grad_bytes", "dualpipe_copies",
            "dualpipe_inflight", "MOMENT_DTYPES", "ACTIVATION_CACHES", "EMA_PLACES",
-           "ACT_E5M6_BYTES"]
+           "ACT_E5M6_BYTES", "FP8_RECIPES", "fp8_transpose_kept", "fp8_copy_bytes"]
 
 REDUCE_DTYPES = {"fp32": 4.0, "bf16": 2.0}
 MOMENT_DTYPES = {"fp32": 4.0, "bf16": 2.0}
 # 'stack': the stack's own activation dtypes; 'fp8': DeepSeek-V3's low-precision caching
 ACTIVATION_CACHES = ("stack", "fp8")
 EMA_PLACES = ("none", "gpu", "host")
+# the FP8 scaling recipe: 'auto' (the planner's default, what `gpuplan export megatron` writes:
+# MXFP8 on Blackwell, per-tensor delayed scaling elsewhere), 'tensor' (per-tensor delayed or
+# current scaling, Transformer Engine's DelayedScaling / Float8CurrentScaling), 'mxfp8'
+FP8_RECIPES = ("auto", "tensor", "mxfp8")
 # DeepSeek-V3's E5M6 format for the input of the linear after attention: 1 + 5 + 6 = 12 bits
 ACT_E5M6_BYTES = 1.5
 
@@ -133,6 +150,7 @@ class StackBuffers:
     moment_bytes: tuple[float, ...] = (4.0,) * len(STACKS)
     fp8_act_cache: tuple[bool, ...] = (False,) * len(STACKS)
     ema: tuple[str, ...] = ("none",) * len(STACKS)
+    fp8_transpose: tuple[bool, ...] = (True,) * len(STACKS)
 
     def pick(self, stack: Any) -> dict[str, Any]:
         """The constants of each configuration's stack (arrays shaped like `stack`)."""
@@ -168,6 +186,11 @@ class StackBuffers:
         """Every stack keeping a parameter EMA at `place` ('none', 'gpu', 'host'; `ema`):
         the `--ema` option."""
         return replace(self, ema=(place,) * len(self.ema))
+
+    def with_fp8_transpose(self, kept: bool) -> StackBuffers:
+        """Every stack keeping (True) or not (False) the second 1-B FP8 copy of each weight
+        (`fp8_transpose`; `fp8_transpose_kept` says which from the recipe and the GPU)."""
+        return replace(self, fp8_transpose=(bool(kept),) * len(self.fp8_transpose))
 
     def with_adapter_input(self, mode: str) -> StackBuffers:
         """Every stack's LoRA adapters saving their input as `mode` ('autocast', 'adapter',
@@ -214,6 +237,23 @@ def buffer_dtypes(precision: str, grad_reduce_bytes: float) -> dict[str, str]:
     return {"logits": logits, "gathered": half, "grad_bucket": reduce, "grad_accum": reduce,
             "fp8_weights": "fp8", "moe_tokens": half, "ema": "fp32", "allocator_margin": "-",
             "runtime_context": "-"}
+
+
+def fp8_transpose_kept(recipe: str, any_layout: bool) -> bool:
+    """Whether Transformer Engine keeps a second 1-B FP8 copy of each weight (`fp8_transpose`):
+    not for a per-tensor recipe ('tensor') on an accelerator whose FP8 GEMMs take any layout
+    (`any_layout`, the catalog's `fp8_gemm_any_layout`); always for MXFP8 (its column-wise
+    data) and for 'auto' (MXFP8 on Blackwell, per-tensor with a transpose elsewhere)."""
+    return not (recipe == "tensor" and any_layout)
+
+
+def fp8_copy_bytes(sb: dict[str, Any]) -> Any:
+    """Bytes per parameter of the stack's FP8 weight copies (`fp8_weight_bytes`: the FP8 weight,
+    1 B, and its transpose, the rest), without the transpose where the run keeps none
+    (`fp8_transpose` False): Transformer Engine's 2 -> 1; one cached copy (LEGACY's 1) or none
+    (torchao's 0) has no transpose to drop."""
+    w = np.asarray(sb["fp8_weight_bytes"], dtype=float)
+    return np.where(sb["fp8_transpose"], w, np.minimum(w, 1.0))
 
 
 def grad_accum_bytes(*, mixed: Any, microbatches: Any, grad_bytes: Any, sb: dict[str, Any]

@@ -464,7 +464,7 @@ def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any,
     Experts whose shard group is 1 are neither sharded nor gathered. The stack's buffers
     (`sb`, buffers.StackBuffers.pick): the accumulation buffer in the reduce dtype, the reduce
     copy in the bucket, and FP8 weight copies, which follow the weights' sharding (the 1 B copy
-    of `model_state_bytes_per_param`'s 3 B fp8 weight is moved into `fp8_weights`).
+    of the 3 B fp8 weight is moved into `fp8_weights`; its transpose: buffers.fp8_copy_bytes).
     """
     zero, precision = np.asarray(L.zero), np.asarray(L.precision, dtype=np.intp)
     group, sg = shard_group(L.dp, L.cp, L.shard_group), L.shard_group
@@ -496,5 +496,5 @@ def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any,
                                   0.0),
                 grad_bucket=np.where((zero >= 2) & (group > 1),
                                      bufm.grad_bucket_bytes(gb, sb) * unit, 0.0),
-                fp8_weights=np.where(fp8, sb["fp8_weight_bytes"] - primary, 0.0) * n_w,
+                fp8_weights=np.where(fp8, bufm.fp8_copy_bytes(sb) - primary, 0.0) * n_w,
                 zero3_saving=np.where(gather, wb * P.total - weights, 0.0))

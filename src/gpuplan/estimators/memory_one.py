@@ -292,6 +292,8 @@ def _state(P: StageParams, c: dict[str, Any], state_b: tuple[float, float, float
     primary = fp8 and bool(sb["fp8_primary_weights"])
     wb = 1.0 if primary else wb - fp8
     weights = wb * n_w
+    # buffers.fp8_copy_bytes: the FP8 weight and its transpose, the transpose only if kept
+    fp8_b = sb["fp8_weight_bytes"] if sb["fp8_transpose"] else min(sb["fp8_weight_bytes"], 1.0)
     on = precision != FP32 and (sb["main_grad_always"] or m > 1)  # buffers.grad_accum_bytes
     accum_b = max(sb["grad_reduce_bytes"] - gb, 0.0) if on else 0.0
     unit = P.unit - (0.0 if egroup > 1 else P.unit_expert)
@@ -310,7 +312,7 @@ def _state(P: StageParams, c: dict[str, Any], state_b: tuple[float, float, float
     return dict(**st, ema=ema if sb["ema"] == "gpu" else 0.0,
                 gathered=wb * (stage if whole else layers * unit + P.root) if gather else 0.0,
                 grad_bucket=bucket_b * unit if zero >= 2 and group > 1 else 0.0,
-                fp8_weights=((sb["fp8_weight_bytes"] - primary) if fp8 else 0.0) * n_w,
+                fp8_weights=((fp8_b - primary) if fp8 else 0.0) * n_w,
                 zero3_saving=wb * (P.dense + P.expert) - weights if gather else 0.0)
 
 

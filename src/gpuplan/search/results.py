@@ -73,6 +73,8 @@ class LayoutInfo:
     moments_dtype: str = "fp32"
     activation_cache: str = "stack"
     ema: str = "none"
+    # FP8: whether Transformer Engine keeps each weight's FP8 transpose (buffers.fp8_transpose)
+    fp8_transpose: bool = True
     moe_dispatcher: str = "flex"  # the MoE dispatch used (spec.MOE_DISPATCHERS, auto resolved)
 
 

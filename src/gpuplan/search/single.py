@@ -168,7 +168,7 @@ _INFO_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "glo
 _info_values = attrgetter(*_INFO_FIELDS)
 
 
-def _layout_info(layout: Layout, **memory_options: str) -> LayoutInfo:
+def _layout_info(layout: Layout, **memory_options: Any) -> LayoutInfo:
     values = _info_values(layout)
     if not all(type(x) in _INTS for x in values):  # numpy values, grids of one: Python ints
         values = tuple(int(x if type(x) in _PLAIN else one(x)) for x in values)
@@ -259,10 +259,11 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
              overrides: dict[str, float | None],
              power_limit_watts: float | None = None, grad_reduce_dtype: str | None = None,
              memory_options: tuple[str | None, ...] = ()) -> Estimate:
-    """`memory_options`: (moments dtype, activation cache, EMA place), `with_memory_options`."""
+    """`memory_options`: (moments dtype, activation cache, EMA place, FP8 recipe),
+    `with_memory_options` (the FP8 recipe with this GPU)."""
     _check_precision(cat, gpu, PRECISIONS[int(layout.precision)])
     site = with_memory_options(with_grad_reduce(_site(cat, overrides), grad_reduce_dtype),
-                               layout, *memory_options)
+                               layout, *memory_options, gpu=gpu)
     plat, hw = _hardware(cat, gpu, offer, system)
     stack = STACKS[int(one(layout.stack))]
     eff, iv = _efficiency(cat, gpu.family, stack)
@@ -359,15 +360,20 @@ def with_grad_reduce(site: Site, dtype: str | None) -> Site:
 
 
 def with_memory_options(site: Site, layout: Layout, moments_dtype: str | None = None,
-                        activation_cache: str | None = None, ema: str | None = None) -> Site:
+                        activation_cache: str | None = None, ema: str | None = None,
+                        fp8_recipe: str | None = None, *, gpu: Accelerator | None = None
+                        ) -> Site:
     """The site with every stack keeping the run's memory options (estimators/buffers.py:
-    `--moments-dtype`, `--activation-cache`, `--ema`; None: the stack's own)."""
-    if moments_dtype is None and activation_cache is None and ema is None:
+    `--moments-dtype`, `--activation-cache`, `--ema`, `--fp8-recipe` on `gpu`; None: the
+    stack's own)."""
+    if moments_dtype is None and activation_cache is None and ema is None and (
+            fp8_recipe is None or fp8_recipe == "auto"):
         return site  # the stacks' own options
     sb = site.stack_buffers or bufm.LEGACY
     for value, names, what in ((moments_dtype, tuple(bufm.MOMENT_DTYPES), "--moments-dtype"),
                                (activation_cache, bufm.ACTIVATION_CACHES, "--activation-cache"),
-                               (ema, bufm.EMA_PLACES, "--ema")):
+                               (ema, bufm.EMA_PLACES, "--ema"),
+                               (fp8_recipe, bufm.FP8_RECIPES, "--fp8-recipe")):
         if value is not None and value not in names:
             raise ConfigError(f"{what} must be one of {', '.join(names)}, got {value!r}")
     if activation_cache == "fp8" and int(one(layout.precision)) != FP8:
@@ -379,20 +385,23 @@ def with_memory_options(site: Site, layout: Layout, moments_dtype: str | None = 
         sb = sb.with_activation_cache(activation_cache)
     if ema is not None:
         sb = sb.with_ema(ema)
+    if fp8_recipe is not None:  # the transpose kept unless per-tensor on a non-TN-only GPU
+        sb = sb.with_fp8_transpose(bufm.fp8_transpose_kept(
+            fp8_recipe, bool(gpu is not None and gpu.fp8_gemm_any_layout)))
     return site if sb is (site.stack_buffers or bufm.LEGACY) else replace(site, stack_buffers=sb)
 
 
 _MOMENT_NAMES = {v: k for k, v in bufm.MOMENT_DTYPES.items()}  # bytes -> --moments-dtype
 
 
-def _memory_echo(layout: Layout, site: Site) -> dict[str, str]:
+def _memory_echo(layout: Layout, site: Site) -> dict[str, Any]:
     """The memory options the layout's stack runs with (`with_memory_options`), for the
     layout echo."""
     sb = site.stack_buffers or bufm.LEGACY
     s = int(one(layout.stack))
     moments = _MOMENT_NAMES[float(sb.moment_bytes[s])]
     return dict(moments_dtype=moments, activation_cache="fp8" if sb.fp8_act_cache[s] else "stack",
-                ema=sb.ema[s])
+                ema=sb.ema[s], fp8_transpose=bool(sb.fp8_transpose[s]))
 
 
 def memory_buffers(mem: Any, layout: Layout, site: Site) -> tuple[tuple[str, float, str], ...]:
