@@ -236,9 +236,10 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
              ema: str | None = None, moe_dispatcher: str = "auto",
              fp8_recipe: str | None = None, **flags: Any) -> Estimate:
     """Memory, time and cost of one configuration (`gpuplan estimate`; `moments_dtype`,
-    `activation_cache`, `ema`, `fp8_recipe`: estimators/buffers.py, None = the stack's). `flags`: the explicit
-    model flags (layers, hidden, heads, kv_heads, ffn, vocab, mlp, tied_embeddings) and the
-    site flags (utilization, years, electricity, pue, grid_intensity, interruptions, reuse).
+    `activation_cache`, `ema`, `fp8_recipe`: estimators/buffers.py, None = the stack's).
+    `flags`: the explicit model flags (layers, hidden, heads, kv_heads, ffn, vocab, mlp,
+    tied_embeddings) and the site flags (utilization, years, electricity, pue,
+    grid_intensity, interruptions, reuse).
     Fine-tuning (#15): `method` full|lora|qlora|freeze, `lora_rank`, `lora_targets`, `quant`,
     and the tokens as `samples` x `seq_len` x `epochs` (`packing`, `padding_efficiency`)."""
     from .search import finetune as sft
