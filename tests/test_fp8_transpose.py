@@ -132,3 +132,24 @@ def test_dropping_the_transpose_on_random_configurations(cat):
 ])
 def test_the_recipe_a_run_states(notes, precision, want):
     assert fp8_recipe({"notes": notes, "precision": precision}) == want
+
+
+def test_the_estimate_says_so_and_its_command_reproduces_it(cat, run_json, run_cli):
+    """The text names the recipe's effect, the FP8 gather is labelled fp8 (NeMo's FP8 primary
+    weights), the JSON echo carries fp8_transpose, and the printed command repeats the recipe."""
+    from gpuplan.report.command import estimate_command
+
+    argv = ["estimate", "--gpu", "gb200", "--model", "llama3-70b", "--gpus", "64", "--zero", "3",
+            "--micro-batch", "2", "--global-batch", "256", "--seq-len", "8192", "--precision",
+            "fp8", "--stack", "nemo", "--fp8-recipe", "tensor"]
+    code, text, _ = run_cli(*argv)
+    assert code == 0 and "no FP8 weight transpose" in text
+    assert any(ln.startswith("ZeRO-3 gathered weights") and ln.rstrip().endswith("fp8")
+               for ln in text.splitlines())
+    e = run_json(*argv)
+    assert e["layout"]["fp8_transpose"] is False
+    line = estimate_command({**e["layout"], "model": "llama3-70b", "gpu": "gb200",
+                             "gpus": 64})
+    assert "--fp8-recipe tensor" in line
+    hopper = run_json(*[a if a != "gb200" else "h100-sxm" for a in argv])
+    assert hopper["layout"]["fp8_transpose"] is True

@@ -226,15 +226,18 @@ def from_table(rows: dict[str, dict[str, Any]]) -> StackBuffers:
         adapter_input=tuple(str(x.get("adapter_input", "autocast")) for x in r))
 
 
-def buffer_dtypes(precision: str, grad_reduce_bytes: float) -> dict[str, str]:
+def buffer_dtypes(precision: str, grad_reduce_bytes: float, fp8_primary: bool = False
+                  ) -> dict[str, str]:
     """The element type of each line of `other` for one configuration ('-' where the line is not
-    tensors: the allocator's margin and the runtime context)."""
+    tensors: the allocator's margin and the runtime context). With FP8 primary weights the
+    ZeRO-3 gather moves the FP8 weights (Megatron-Core fp8_param_gather): `gathered` is fp8."""
     half = "fp32" if precision == "fp32" else ("bf16" if precision in ("bf16", "fp8") else
                                                "fp16")
     reduce = "fp32" if grad_reduce_bytes >= 4 else half
     # the 16-bit logits and head inputs beside the loss's fp32 log-softmax (logits_bytes)
     logits = "fp32" if half == "fp32" else f"{half}+fp32"
-    return {"logits": logits, "gathered": half, "grad_bucket": reduce, "grad_accum": reduce,
+    gathered = "fp8" if fp8_primary and precision == "fp8" else half
+    return {"logits": logits, "gathered": gathered, "grad_bucket": reduce, "grad_accum": reduce,
             "fp8_weights": "fp8", "moe_tokens": half, "ema": "fp32", "allocator_margin": "-",
             "runtime_context": "-"}
 

@@ -112,6 +112,8 @@ def _run_options(rec: Mapping[str, Any]) -> dict[str, Any]:
                                         ("moments_dtype", "fp32"),
                                         ("activation_cache", "stack"), ("ema", "none"))
            if rec.get(k) not in (None, default)}
+    if rec.get("fp8_transpose") is False:  # only a per-tensor recipe drops it (buffers.py)
+        out["fp8_recipe"] = "tensor"
     auto = "flex" if rec.get("stack", "megatron") in ("megatron", "nemo") else "alltoall"
     if rec.get("moe_dispatcher") not in (None, auto):
         out["moe_dispatcher"] = rec["moe_dispatcher"]

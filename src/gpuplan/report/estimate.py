@@ -52,6 +52,8 @@ def _memory_options(lay: Any) -> list[str]:
         parts.append(f"activation cache {lay.activation_cache} (DeepSeek-V3)")
     if getattr(lay, "ema", "none") != "none":
         parts.append(f"parameter EMA fp32 on the {'GPU' if lay.ema == 'gpu' else 'host'}")
+    if not getattr(lay, "fp8_transpose", True) and lay.precision == "fp8":
+        parts.append("FP8 per-tensor scaling, no FP8 weight transpose (non-TN FP8 GEMMs)")
     return [f"        {'  '.join(parts)}"] if parts else []
 
 

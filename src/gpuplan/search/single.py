@@ -406,8 +406,9 @@ def _memory_echo(layout: Layout, site: Site) -> dict[str, Any]:
 
 def memory_buffers(mem: Any, layout: Layout, site: Site) -> tuple[tuple[str, float, str], ...]:
     """(name, GiB, dtype) of each line of `other` for one configuration."""
-    reduce = (site.stack_buffers or bufm.LEGACY).grad_reduce_bytes[int(one(layout.stack))]
-    dtypes = bufm.buffer_dtypes(PRECISIONS[int(layout.precision)], float(reduce))
+    sb, s = site.stack_buffers or bufm.LEGACY, int(one(layout.stack))
+    dtypes = bufm.buffer_dtypes(PRECISIONS[int(layout.precision)], float(sb.grad_reduce_bytes[s]),
+                                bool(sb.fp8_primary_weights[s]))
     lines = mem.buffer_lines()
     return tuple(zip(lines, _gib(tuple(lines.values())), [dtypes[k] for k in lines],
                      strict=True))
