@@ -109,7 +109,7 @@ from .shapes import act_element_bytes, tokens_per_rank
 __all__ = ["StackBuffers", "LEGACY", "BUFFER_LINES", "from_table", "buffer_dtypes",
            "REDUCE_DTYPES", "logits_bytes", "pp_unsharded_grad_bytes", "dualpipe_copies",
            "dualpipe_inflight", "MOMENT_DTYPES", "ACTIVATION_CACHES", "EMA_PLACES",
-           "ACT_E5M6_BYTES", "FP8_RECIPES", "fp8_transpose_kept", "fp8_copy_bytes"]
+           "ACT_E5M6_BYTES", "FP8_RECIPES", "fp8_transpose_kept", "fp8_copy_bytes", "root_weight_bytes"]
 
 REDUCE_DTYPES = {"fp32": 4.0, "bf16": 2.0}
 MOMENT_DTYPES = {"fp32": 4.0, "bf16": 2.0}
@@ -257,6 +257,19 @@ def fp8_copy_bytes(sb: dict[str, Any]) -> Any:
     (torchao's 0) has no transpose to drop."""
     w = np.asarray(sb["fp8_weight_bytes"], dtype=float)
     return np.where(sb["fp8_transpose"], w, np.minimum(w, 1.0))
+
+
+def root_weight_bytes(weight_bytes: Any, fp8: Any) -> Any:
+    """Bytes per parameter of the root (embedding, final norm, LM head) given the model-state
+    weight bytes (`memory.model_state_bytes_per_param`: 3 under FP8, the 16-bit weight and its
+    FP8 copy): the root stays in 16 bits with no FP8 copy under FP8 (2), even where the layers'
+    weights are FP8 primary weights; as the layers' otherwise. Megatron-Core's embedding is a
+    VocabParallelEmbedding and its LM head a tensor_parallel.ColumnParallelLinear, not Transformer
+    Engine modules (NVIDIA/Megatron-LM megatron/core/models/gpt/gpt_model.py at d0b3b775, the
+    26.06 container's: the head is a TE linear only with the MXFP8 output projection option,
+    is_mxfp8_output_proj_active): fp8_model_init (FP8 primary weights) and the FP8 autocast
+    reach only the TE linears of the decoder layers."""
+    return np.where(fp8, np.asarray(weight_bytes) - 1.0, weight_bytes)
 
 
 def grad_accum_bytes(*, mixed: Any, microbatches: Any, grad_bytes: Any, sb: dict[str, Any]

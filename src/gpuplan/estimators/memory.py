@@ -147,8 +147,7 @@ def adafactor_state_per_param(model: ModelSpec) -> float:
     h, q, kv = model.hidden, model.heads * model.d_head, model.kv_heads * model.d_head
     attn = (h + q) * 2 + (h + kv) * 2  # Wq, Wo, Wk, Wv
     mlp = model.mlp_matrices * (h + model.ffn)
-    expert = model.mlp_matrices * (h + model.expert_ffn)
-    norms = 2 * h
+    expert, norms = model.mlp_matrices * (h + model.expert_ffn), 2 * h
     dense_layers = model.layers - model.moe_layers
     moe_layer = attn + norms + (model.experts + model.shared_experts) * expert + (h + model.experts)
     emb = (model.vocab + h) * (1 if model.tied_embeddings else 2)
@@ -167,8 +166,7 @@ def model_state_bytes_per_param(
     take `moment_bytes` each instead of 4 (2: BF16 moments, DeepSeek-V3 section 3.3.3: AdamW
     = 4 + 2 + 2 = 8 B/param of optimizer state); the master copy stays fp32.
     """
-    p = np.asarray(precision, dtype=np.intp)
-    o = np.asarray(optimizer, dtype=np.intp)
+    p, o = np.asarray(precision, dtype=np.intp), np.asarray(optimizer, dtype=np.intp)
     per_opt = np.array([0.0, 0.0, 0.0])
     per_opt[ADAMW], per_opt[SGD], per_opt[ADAFACTOR] = 2.0, 1.0, adafactor_state
     return _WEIGHT_B[p], _GRAD_B[p], _MASTER_B[p] + per_opt[o] * moment_bytes
@@ -472,9 +470,11 @@ def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any,
     n_grad, n_opt, n_w = (sharded_params(P, L.dp, L.cp, L.ep, zero >= z, sg) for z in (2, 1, 3))
     fp8 = precision == FP8
     primary = fp8 & sb["fp8_primary_weights"]
-    # bf16 weights and the fp8 copies as their own part; FP8 primary weights: 1 B each
+    # bf16 weights and the fp8 copies as their own part; FP8 primary weights: 1 B each; the
+    # root (embedding, LM head) stays 16-bit without FP8 copies (buffers.root_weight_bytes)
+    wroot, r_w = bufm.root_weight_bytes(wb, fp8), P.root / np.where(zero >= 3, group, 1.0)
     wb = np.where(primary, 1.0, wb - fp8)
-    weights = wb * n_w
+    weights = wb * (n_w - r_w) + wroot * r_w
     opt = ob * n_opt
     accum_b = bufm.grad_accum_bytes(mixed=precision != FP32, microbatches=m, grad_bytes=gb, sb=sb)
     unit = P.unit - np.where(egroup > 1, 0.0, P.unit_expert)  # the sharded part of a layer
@@ -491,10 +491,10 @@ def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any,
         ema = EMA_BYTES * n_opt
         st["offloaded"] = st["offloaded"] + np.where(sb["ema"] == "host", ema, 0.0)
         ema = np.where(sb["ema"] == "gpu", ema, 0.0)
-    return dict(**st, ema=ema,
-                gathered=np.where(gather, wb * np.where(whole, stage, layers * unit + P.root),
-                                  0.0),
+    return dict(**st, ema=ema, gathered=np.where(gather, wb * np.where(
+                    whole, stage - P.root, layers * unit) + wroot * P.root, 0.0),
                 grad_bucket=np.where((zero >= 2) & (group > 1),
                                      bufm.grad_bucket_bytes(gb, sb) * unit, 0.0),
-                fp8_weights=np.where(fp8, bufm.fp8_copy_bytes(sb) - primary, 0.0) * n_w,
-                zero3_saving=np.where(gather, wb * P.total - weights, 0.0))
+                fp8_weights=np.where(fp8, bufm.fp8_copy_bytes(sb) - primary, 0.0) * (n_w - r_w),
+                zero3_saving=np.where(gather, wb * (P.total - P.root) + wroot * P.root - weights,
+                                      0.0))

@@ -290,8 +290,10 @@ def _state(P: StageParams, c: dict[str, Any], state_b: tuple[float, float, float
         _sharded(P, c, zero >= 3)
     fp8 = precision == FP8
     primary = fp8 and bool(sb["fp8_primary_weights"])
+    # buffers.root_weight_bytes: the root stays 16-bit with no FP8 copy
+    wroot, r_w = (wb - 1.0 if fp8 else wb), P.root / (group if zero >= 3 else 1.0)
     wb = 1.0 if primary else wb - fp8
-    weights = wb * n_w
+    weights = wb * (n_w - r_w) + wroot * r_w
     # buffers.fp8_copy_bytes: the FP8 weight and its transpose, the transpose only if kept
     fp8_b = sb["fp8_weight_bytes"] if sb["fp8_transpose"] else min(sb["fp8_weight_bytes"], 1.0)
     on = precision != FP32 and (sb["main_grad_always"] or m > 1)  # buffers.grad_accum_bytes
@@ -310,10 +312,12 @@ def _state(P: StageParams, c: dict[str, Any], state_b: tuple[float, float, float
     ema = EMA_BYTES * n_opt
     st["offloaded"] = st["offloaded"] + (ema if sb["ema"] == "host" else 0.0)
     return dict(**st, ema=ema if sb["ema"] == "gpu" else 0.0,
-                gathered=wb * (stage if whole else layers * unit + P.root) if gather else 0.0,
+                gathered=(wb * (stage - P.root if whole else layers * unit) + wroot * P.root
+                          if gather else 0.0),
                 grad_bucket=bucket_b * unit if zero >= 2 and group > 1 else 0.0,
-                fp8_weights=((fp8_b - primary) if fp8 else 0.0) * n_w,
-                zero3_saving=wb * (P.dense + P.expert) - weights if gather else 0.0)
+                fp8_weights=((fp8_b - primary) if fp8 else 0.0) * (n_w - r_w),
+                zero3_saving=(wb * (P.dense + P.expert - P.root) + wroot * P.root - weights
+                              if gather else 0.0))
 
 
 def _stage_dicts(model: ModelSpec, layout: Any, c: dict[str, Any], runtime: float,
