@@ -109,7 +109,8 @@ from .shapes import act_element_bytes, tokens_per_rank
 __all__ = ["StackBuffers", "LEGACY", "BUFFER_LINES", "from_table", "buffer_dtypes",
            "REDUCE_DTYPES", "logits_bytes", "pp_unsharded_grad_bytes", "dualpipe_copies",
            "dualpipe_inflight", "MOMENT_DTYPES", "ACTIVATION_CACHES", "EMA_PLACES",
-           "ACT_E5M6_BYTES", "FP8_RECIPES", "fp8_transpose_kept", "fp8_copy_bytes", "root_weight_bytes"]
+           "ACT_E5M6_BYTES", "FP8_RECIPES", "fp8_transpose_kept", "fp8_copy_bytes",
+           "root_weight_bytes"]
 
 REDUCE_DTYPES = {"fp32": 4.0, "bf16": 2.0}
 MOMENT_DTYPES = {"fp32": 4.0, "bf16": 2.0}
