@@ -53,6 +53,7 @@ def test_plan_export_rank_and_output_file(run_cli, tmp_path):
     (["-o", "x.toml"], "-o goes with --export TARGET"),
     (["--rank", "2"], "--rank goes with --export TARGET"),
     (["--export", "slurm", "--rank", "99"], "--rank 99 is out of range"),
+    (["--export", "slurm", "--json"], "so --json has nothing to format; add -o FILE"),
 ])
 def test_plan_export_bad_input_is_one_line(run_cli, extra, needle):
     code, out, err = run_cli(*PLAN, *extra)
@@ -92,6 +93,7 @@ def test_estimate_export_output_file_prints_the_estimate(run_cli, tmp_path):
     (["--export", "torchtitn"], "unknown export target 'torchtitn'; did you mean 'torchtitan'"),
     (["-o", "x.sh"], "-o goes with --export TARGET"),
     (["--export", "slurm", "--format", "csv"], "add -o FILE"),
+    (["--export", "slurm", "--json"], "so --json has nothing to format; add -o FILE"),
 ])
 def test_estimate_export_bad_input_is_one_line(run_cli, extra, needle):
     code, out, err = run_cli(*EST, *extra)

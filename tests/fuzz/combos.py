@@ -38,6 +38,9 @@ def _output(flags: dict[str, list[str]], bools: tuple[str, ...]) -> str:
         return "--format csv|markdown with --json"
     if "--packing" in bools and "--no-packing" in bools:
         return "--packing with --no-packing"
+    if flags.get("--export") and ("--json" in bools or _one(flags, "--format", "text") in (
+            "csv", "markdown")):
+        return "--export without -o (prints the launch config) with --json or --format"
     return ""
 
 

@@ -63,7 +63,10 @@ ESTIMATE = {"--gpu": "gpu", "--gpus": "gpus", "--system": "system", "--tp": "deg
             "--grad-reduce-dtype": "grad-dtype", "--first-stage-layers": "stage-layers",
             "--last-stage-layers": "stage-layers", "--shard-group": "posint",
             "--offload": "offload", "--recompute-modules": "rmodules",
-            "--recompute-every": "posint", **FINETUNE, **SITE}
+            "--recompute-every": "posint", "--offload-layers": "stage-layers",
+            "--schedule": "schedule", "--moe-dispatcher": "dispatcher",
+            "--moments-dtype": "grad-dtype", "--activation-cache": "act-cache", "--ema": "ema",
+            "--fp8-recipe": "fp8-recipe", "--export": "export", **FINETUNE, **SITE}
 TCO = {"--system": "system", "--nodes": "nodes", "--utilization": "fraction",
        "--price": "nonneg", "--host-load-factor": "fraction", "--years": "years",
        "--electricity": "nonneg", "--pue": "pue", "--colocation": "nonneg",

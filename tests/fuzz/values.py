@@ -76,12 +76,19 @@ GOOD: dict[str, tuple[str, ...]] = {
     "seq": ("1024", "2048", "4096", "8192"),
     "batch": ("256", "512", "1024", "2048"),
     "family": ("a100", "h100", "mi250x", "v100"),
+    "schedule": ("1f1b", "dualpipe", "1f1b-a2a"),
+    "dispatcher": ("auto", "flex", "alltoall"),
+    "act-cache": ("stack", "fp8"),
+    "ema": ("none", "gpu", "host"),
+    "fp8-recipe": ("auto", "tensor", "mxfp8"),
+    "export": ("megatron", "torchtitan", "deepspeed", "torchrun", "slurm", "skypilot"),
     "id": ("h100-sxm", "dgx-h100", "ib-ndr", "aws-p5.48xlarge-us-east-1", "pue", "llama2-7b",
            "electricity_usd_per_kwh", "nvlink4"),
 }
 CHOICE_KINDS = {"pricing", "cloud-pricing", "scenario", "precision", "objective", "vendor",
                 "acquisition", "recompute", "optimizer", "zero", "gpu", "system", "model", "offer",
-                "stack", "grad-dtype", "method", "lora-targets", "quant", "format"}
+                "stack", "grad-dtype", "method", "lora-targets", "quant", "format", "schedule",
+                "dispatcher", "act-cache", "ema", "fp8-recipe", "export"}
 # comma lists: each part must be one of these (an empty part is junk too)
 LIST_KINDS = {"offload": ("optimizer", "params", "grads", "activations"),
               "rmodules": ("core_attn", "mlp", "moe", "moe_act", "layernorm")}

@@ -173,9 +173,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
     check_output(args.output, args.force)
     check_output(args.html, args.force)
     check_format(args)
-    if args.format != "text" and args.export and not args.output:
+    if (args.json or args.format != "text") and args.export and not args.output:
+        flag = "--json" if args.json else f"--format {args.format}"
         raise ConfigError(f"--export without -o prints the launch config instead of the "
-                          f"estimate, so --format {args.format} has nothing to format; add -o FILE")
+                          f"estimate, so {flag} has nothing to format; add -o FILE")
 
 
 def run(args: argparse.Namespace) -> int:
