@@ -32,6 +32,8 @@ _NONFINITE = re.compile(r"(?<![\w.])-?(?:inf|infinity|nan)(?![\w-]|\s+fabric)", 
 # a minus sign that starts a number: after a space, '(', '=', ':', ',', '[' or '$', or at the start
 _NEGATIVE = re.compile(r"(?:(?:^|[\s(=:,\[])\$?-\$?[0-9]*\.?[0-9]+|\$-[0-9]+)(?![\w])",
                        re.MULTILINE)
+# a shell default in an exported launch script (`${NODE_RANK:-0}`), not a negative number
+_SHELL_DEFAULT = re.compile(r"\$\{\w+:-[^}\s]*\}")
 # text lines where a signed number is meant (headroom shortfalls, validation errors, the free
 # text of a catalog row's notes and sources)
 _SIGNED_LINE = re.compile(r"headroom|short by|error|residual|worse|better|^\s*(?:notes|source|"
@@ -87,8 +89,9 @@ def _answer(o: Outcome) -> list[tuple[str, str]]:
     if m := _NONFINITE.search(o.stdout):
         found.append(("nonfinite", _around(o.stdout, m.start())))
     if argv and argv[0] != "validate" and not {"-h", "--help"} & set(argv):
-        for m in _NEGATIVE.finditer(o.stdout):
-            line = _line(o.stdout, m.start())
+        text = _SHELL_DEFAULT.sub("${}", o.stdout)  # lines are then read from `text`
+        for m in _NEGATIVE.finditer(text):
+            line = _line(text, m.start())
             if not _SIGNED_LINE.search(line):
                 found.append(("nonfinite", f"negative: {line.strip()[:120]!r}"))
                 break
