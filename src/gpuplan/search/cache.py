@@ -48,7 +48,8 @@ def shape_of(req: Any) -> Any:
 
 def _nbytes(entry: Entry) -> int:
     t = entry.table
-    arrays = [*t.g.values(), *t.extra.values(), t.memory_bytes, t.dropped, t.starts]
+    arrays = [*t.g.values(), *t.extra.values(), t.memory_bytes, t.dropped, t.starts,
+              *getattr(t, "bounds", {}).values()]
     for sel, fields in getattr(t, "memo", {}).values():  # the variants' row selections
         arrays += [sel, *fields.values()]
     for grp in entry.groups:
