@@ -59,7 +59,7 @@ def _request(argv: list[str]) -> tuple:
     seen = []
     original = planmod.search
 
-    def capture(cat, req, progress=None):
+    def capture(cat, req, progress=None, workers=1):
         seen.append((cat, req))
         return original(cat, req)
 

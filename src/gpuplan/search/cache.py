@@ -33,6 +33,7 @@ class Entry:
     catalog: Any
     table: Any  # groups.LayoutTable
     groups: tuple[Any, ...]  # (rows, groups.Tally) | None, per planned group
+    variants: tuple[int, ...] = ()  # variant candidates per planned group (LayoutTable's)
 
 
 def shape_of(req: Any) -> Any:
