@@ -18,15 +18,16 @@ helpers (FLOPs, slowest stage, efficiencies, peaks), at a few operations per row
 alone decides most factors, the group's hardware and efficiency scale them.
 
 Steps (`timed_rows`): the bound of every row; per group and count, a few rows of small bound
-are timed first (`_probes`, all groups' probes in a few calls); rows whose bound is above the
-best probe's step by MARGIN are skipped, the rest timed as before. The HSDP copies
-(`groups.evaluate_groups`) are skipped likewise against their count's fastest grid row,
-without probes. Groups timed together (`timed.time_many`, equal rows) skip a row only where
-all of them may. Skipped rows are counted physically feasible, as timing them would have
-(`_sound` hardware, no offload traffic, a supported precision: the bound is finite). A guard
-checks both bounds against every row timed; if one breaks (a physics change the bound does
-not mirror), the search times every row, as without pruning. `tests/test_search_cache.py`
-checks that plans are equal with and without pruning, and the bound against every row.
+and a sample of the others are timed first (`_probed`, all groups' probes in a few calls);
+rows whose bound is above the best probe's step by MARGIN are skipped, the rest timed as
+before. The HSDP copies (`groups.evaluate_groups`) are skipped likewise, against their
+count's fastest grid row too. Groups timed together (`timed.time_many`, equal rows) skip a
+row only where all of them may. Skipped rows are counted physically feasible, as timing them
+would have (`_sound` hardware, no offload traffic, a supported precision: the bound is
+finite). A guard (`_holds`) checks both bounds on every probe and every row timed; if one
+fails (a physics change the bound does not mirror), the search times every row, as without
+pruning. `tests/test_search_cache.py` checks that plans are equal with and without pruning,
+and the bound against every row of several searches.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from ..estimators.shapes import act_element_bytes, tokens_per_rank
 from ..rules import LayoutArrays
 from ..spec import FP8, PRECISIONS
 from ..workload import finetune_of
+from .timed import _TIMED_KEYS as _TIMED
 from .timed import layout_of, time_many
 from .variants import FLOOR_MARGIN
 
@@ -191,6 +193,7 @@ def _classes(jobs: list[tuple[dict[str, np.ndarray], Any, Any]]) -> list[list[in
 # differs most between them); about 2% of the rows, a probe within a few percent of the best
 PROBE_FIELDS = ("tp", "ep", "pp")
 DENSE = 1 << 22  # the largest dense key array of `_probes` (else np.unique's sort)
+SAMPLE = 97  # every SAMPLE-th eligible row is timed with the probes (the guard's sample)
 
 
 def _probes(g: dict[str, np.ndarray], step_lb: np.ndarray, ok: np.ndarray) -> np.ndarray:
@@ -224,8 +227,7 @@ def _skips(g: dict[str, np.ndarray], bound: tuple[np.ndarray, np.ndarray, np.nda
     return skip & (~twins | (floor_lb > best * (1.0 + FLOOR_MARGIN) * (1.0 + MARGIN)))
 
 
-def _holds(g: dict[str, np.ndarray], t: Any, bound: tuple[np.ndarray, np.ndarray, np.ndarray]
-           ) -> bool:
+def _holds(g: Any, t: Any, bound: tuple[np.ndarray, np.ndarray, np.ndarray]) -> bool:
     """The guard: every timed row the bound calls ok has a finite step and both bounds hold."""
     step_lb, floor_lb, ok = bound
     step = t.full("step_s")
@@ -254,16 +256,24 @@ def _bounds(req: Any, jobs: Jobs, table: Any) -> list[Any]:
     return out
 
 
-def _probed(req: Any, jobs: Jobs, bounds: list[Any]) -> list[Any]:
-    """Per prunable job, the fastest step of its probes (`_probes`, all timed in a few calls)
-    at each row's GPU count (inf where none ran)."""
-    probes = [(i, _probes(jobs[i][0], b[0], b[2])) for i, b in enumerate(bounds)
-              if b is not None]
-    steps = time_many(req, [({k: v[rows] for k, v in jobs[i][0].items()}, jobs[i][1], None)
-                            for i, rows in probes])
+def _probed(req: Any, jobs: Jobs, bounds: list[Any]) -> list[Any] | None:
+    """Per prunable job, the fastest step of its probes (`_probes`, and every SAMPLE-th
+    eligible row; all timed in a few calls) at each row's GPU count (inf where none ran);
+    None when the bound fails on a probe (`_holds`: the probes are the rows where it is
+    tightest, the sample the others)."""
+    probes = []
+    for i, b in enumerate(bounds):
+        if b is not None:
+            ok = b[2]
+            sample = np.flatnonzero(ok)[::SAMPLE]
+            probes.append((i, np.union1d(_probes(jobs[i][0], b[0], ok), sample)))
+    steps = time_many(req, [({k: v[rows] for k, v in jobs[i][0].items() if k in _TIMED},
+                             jobs[i][1], None) for i, rows in probes])
     stats.probed += sum(rows.size for _, rows in probes)
     out: list[Any] = [None] * len(jobs)
     for (i, rows), t in zip(probes, steps, strict=True):
+        if not _holds(None, t, tuple(x[rows] for x in bounds[i])):
+            return None
         starts, seg = _segments(jobs[i][0]["gpus"])
         best = np.full(starts.size, np.inf)
         step = t.full("step_s")
@@ -290,12 +300,18 @@ def timed_rows(req: Any, jobs: Jobs, table: Any = None, known: list[Any] | None 
     """`timed.time_many(req, jobs)` with the provably slower rows skipped: (each job's rows
     that were timed, their timing, the rows skipped, all physically feasible). `table`: the
     layout table the rows come from (its bound terms are kept there); `known`: per job, the
-    (sorted GPU counts, fastest step at each) found already (then no probes)."""
+    (sorted GPU counts, fastest step at each) found already (a bound beside the probes')."""
     plain = [g for g, _, _ in jobs]
     if not ENABLED or finetune_of(req.model) is not None:
         return plain, time_many(req, jobs), [0] * len(jobs)
     bounds = _bounds(req, jobs, table)
-    best = _probed(req, jobs, bounds) if known is None else _known(jobs, bounds, known)
+    best = _probed(req, jobs, bounds)
+    if best is None:  # the bound failed on a probe: time every row
+        stats.fell_back = True
+        return plain, time_many(req, jobs), [0] * len(jobs)
+    if known is not None:
+        best = [b if k is None else np.minimum(b, k)
+                for b, k in zip(best, _known(jobs, bounds, known), strict=True)]
     kept, skipped = list(plain), [0] * len(jobs)
     for members in _classes(jobs):
         if any(best[i] is None for i in members):
