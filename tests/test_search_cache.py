@@ -365,7 +365,7 @@ def test_dealt_counts_cover_every_count_once():
 
     cat = load_catalog()
     counts = [np.array([8, 16, 32, 64, 128]), np.array([72, 144, 288]), np.array([8, 16])]
-    parts = split.deal(counts, model_axes(cat.model("llama3-70b"), 8192), 2)
+    parts = split.deal(counts, model_axes(cat.model("llama3-70b"), 8192), 1024, 64.0, 2)
     joined = np.concatenate(parts)
     assert sorted(joined.tolist()) == [8, 16, 32, 64, 72, 128, 144, 288]
     assert all(p.size and np.all(np.diff(p) > 0) for p in parts)

@@ -237,7 +237,10 @@ def _split_evaluated(cat: Catalog, req: Request, planned: list[_Group], axes: An
     """`_part` over the GPU counts dealt to `workers` processes (`split`), joined: each group's
     fastest rows in GPU-count order, its tallies replayed part after part. The table kept is
     this process's part (the outlook builds a table of its own for a count it lacks)."""
-    dealt = split.deal([g.counts for g in planned], axes, workers)
+    fit = split.STATE_BYTES * req.model.total_params() / max(
+        (p.accelerator.memory_bytes for g in planned for p in g.plats if p.accelerator),
+        default=1.0)
+    dealt = split.deal([g.counts for g in planned], axes, req.global_batch, fit, workers)
 
     def one(i: int) -> Any:
         mine = [replace(g, counts=g.counts[np.isin(g.counts, dealt[i])]) for g in planned]

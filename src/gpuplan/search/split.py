@@ -23,22 +23,37 @@ import numpy as np
 # fewer candidate physics rows than this (GPU counts x layouts per count, all groups): one
 # process (a fork costs a few milliseconds, the join a few more)
 MIN_ROWS = 2_000_000
+# the work part 0 (this process) takes, relative to a child's: it prices, ranks and builds
+# the outlook alone afterwards (about a tenth of a large search)
+HERE_SHARE = 0.85
+STATE_BYTES = 16.0  # mixed-precision AdamW state per parameter, for `deal`'s weights only
+MEMORY_SHARE = 0.3  # `deal`'s weight of a row that never fits (memory model only)
 
 
-def deal(group_counts: list[np.ndarray], axes: Any, workers: int) -> list[np.ndarray]:
-    """The distinct GPU counts of the groups dealt to `workers` parts of about equal work, each
-    part sorted: a count weighs its (tp, pp, cp) layouts that divide it (`grid.product`'s)
-    times the groups that search it; the heaviest first, each to the lightest part so far."""
+def deal(group_counts: list[np.ndarray], axes: Any, global_batch: int, fit_gpus: float,
+         workers: int) -> list[np.ndarray]:
+    """The distinct GPU counts of the groups dealt to `workers` parts of about equal work
+    (part 0 HERE_SHARE of a share), each part sorted, the heaviest count first, each to the
+    part it leaves least loaded for its share. A count weighs the groups that search it times
+    its (tp, pp, cp, micro-batch) layouts whose degrees divide it and whose data-parallel
+    micro-batches divide the global batch (about the rows `grid.product` and the layout rules
+    keep: each goes through the memory model) times (MEMORY_SHARE + the share of them that
+    may fit, which the time model then takes: min(1, count / `fit_gpus`), `fit_gpus` the
+    count at which the model's training state would fit fully sharded). A load balance
+    only: any deal gives the same plans."""
     counts, groups = np.unique(np.concatenate([np.asarray(c, dtype=np.int64)
                                                for c in group_counts] or [[]]).astype(np.int64),
                                return_counts=True)
     inner = [t * p * c for t in axes.tp for p, _ in axes.pipelines() for c in axes.cp]
-    weight = [sum(1 for d in inner if int(n) % d == 0) * int(k)
+    weight = [int(k) * sum(1 for d in inner if int(n) % d == 0 for mb in axes.micro_batch
+                           if global_batch % (int(n) // d * mb) == 0)
+              * (MEMORY_SHARE + min(1.0, int(n) / max(fit_gpus, 1.0)))
               for n, k in zip(counts, groups, strict=True)]
-    load = [0] * workers
+    share = [HERE_SHARE, *[1.0] * (workers - 1)]
+    load = [0.0] * workers
     parts: list[list[int]] = [[] for _ in range(workers)]
     for i in sorted(range(counts.size), key=lambda i: -weight[i]):
-        j = load.index(min(load))
+        j = min(range(workers), key=lambda j: (load[j] + weight[i]) / share[j])
         parts[j].append(int(counts[i]))
         load[j] += weight[i]
     return [np.array(sorted(p), dtype=np.int64) for p in parts]
