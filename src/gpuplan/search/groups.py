@@ -56,7 +56,8 @@ class LayoutTable:
     # precisions): it depends on the request shape alone, as the table does
     sizes: dict[tuple, Any] = field(default_factory=dict)
     memo: dict[tuple, Any] = field(default_factory=dict)  # variants.candidates' row selections
-    bounds: dict[str, np.ndarray] = field(default_factory=dict)  # prune.terms_of, per row of g
+    # prune.terms_of of each row of g, then of extra
+    bounds: dict[str, np.ndarray] = field(default_factory=dict)
 
     def variant_count(self, counts: np.ndarray) -> int:
         """The variant candidates of these GPU counts (all kinds)."""

@@ -117,22 +117,18 @@ def _layout_terms(req: Any, g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def terms_of(req: Any, g: dict[str, np.ndarray], table: Any = None) -> dict[str, np.ndarray]:
-    """`_layout_terms` of rows g: a grid row's (`row` >= 0) from those of the whole layout
-    table (computed once and kept in it, `LayoutTable.bounds`), a variant row's its own."""
+    """`_layout_terms` of rows g, from those of every row of the layout table (its grid rows,
+    then its variant rows; computed once and kept in it, `LayoutTable.bounds`): a row's `row`
+    is its grid row, or -2 - its variant row (`variants.candidates`)."""
     if table is None or "row" not in g:
         return _layout_terms(req, g)
     if not table.bounds:
-        table.bounds.update(_layout_terms(req, table.g))
+        rows = [table.g] + ([table.extra] if table.extra else [])
+        parts = [_layout_terms(req, r) for r in rows]
+        table.bounds.update({k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
     row = g["row"]
-    grid = row >= 0
-    if grid.all():
-        return {k: v[row] for k, v in table.bounds.items()}
-    own = _layout_terms(req, {k: v[~grid] for k, v in g.items()})
-    out = {}
-    for k, v in table.bounds.items():
-        out[k] = np.empty(row.size, dtype=v.dtype)
-        out[k][grid], out[k][~grid] = v[row[grid]], own[k]
-    return out
+    at = np.where(row >= 0, row, table.g["gpus"].size - 2 - row)
+    return {k: v[at] for k, v in table.bounds.items()}
 
 
 def floors(x: dict[str, np.ndarray], hw: Any, eff: Any) -> tuple[np.ndarray, np.ndarray]:

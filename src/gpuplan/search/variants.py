@@ -159,7 +159,8 @@ def candidates(table: Any, counts: np.ndarray, kinds: tuple[int, ...], *, plats:
     """The variant rows of `table` (a plan.LayoutTable) of these kinds and GPU counts that pass
     the hardware rules and `checks` on the platforms `plats` (one physics group), each
     rejected one tallied once (`tally`, a plan.Tally); sorted by count, with fields `keys`
-    (`row` -1: no table row). `fitting`: the counts where a grid row fits in GPU memory;
+    (`row` negative: no table row; -2 - i for row i of `table.extra`). `fitting`: the counts
+    where a grid row fits in GPU memory;
     `busy`: the timed grid rows whose data-parallel traffic shows (None: no HSDP rule);
     `precisions`: only the rows of these precision codes (None: all)."""
     acc = plats[0].accelerator
@@ -178,7 +179,7 @@ def candidates(table: Any, counts: np.ndarray, kinds: tuple[int, ...], *, plats:
                 busy=busy, rows=table.memory_bytes.size)])
     pick = sel[np.flatnonzero(keep)[np.argsort(e["gpus"][keep], kind="stable")]]
     out = {k: ex[k][pick] for k in keys if k != "row"}
-    out["row"] = np.full(pick.size, -1, dtype=np.int64)
+    out["row"] = -2 - pick  # negative: no table row (-2 - i: row i of `extra`)
     return {k: out[k] for k in keys}
 
 
