@@ -369,3 +369,23 @@ def test_dealt_counts_cover_every_count_once():
     joined = np.concatenate(parts)
     assert sorted(joined.tolist()) == [8, 16, 32, 64, 72, 128, 144, 288]
     assert all(p.size and np.all(np.diff(p) > 0) for p in parts)
+
+
+def test_a_failure_here_leaves_no_child():
+    """When this process's part raises, the children are ended and reaped, and the error
+    comes through."""
+    import os
+
+    from gpuplan.search import split
+
+    here = os.getpid()
+
+    def part(i):
+        if os.getpid() == here:
+            raise ValueError("here fails")
+        return i
+
+    with pytest.raises(ValueError, match="here fails"):
+        split.run_parts(part, 2)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # no child left to reap

@@ -7,14 +7,17 @@ tallies add up over counts. So the counts are dealt to `workers` parts of about 
 (`deal`), parts 1.. run in forked children and part 0 here, and the parts are joined: each
 group's fastest rows sorted by GPU count, its tallies replayed part after part, its variant
 candidates summed. The same rows and counts as one process computes (tests/test_search_cache.py).
-Only with fork (POSIX) and only for callers that ask (the CLI; never the web server, whose
-workers already run one per core); a child that fails is computed here instead.
+Only with fork (POSIX), in a process without threads, and only for callers that ask (the CLI;
+never the web server, whose workers already run one per core); a child that fails is computed
+here instead, and no child outlives a search that fails here.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import signal
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -62,8 +65,8 @@ def deal(group_counts: list[np.ndarray], axes: Any, global_batch: int, fit_gpus:
 def run_parts(fn: Callable[[int], Any], parts: int) -> list[Any]:
     """fn(0) here and fn(1..parts-1) in forked children, their results back by pipe (pickled);
     a part whose child fails or sends nothing is computed here."""
-    if parts <= 1 or not hasattr(os, "fork"):
-        return [fn(i) for i in range(parts)]
+    if parts <= 1 or not hasattr(os, "fork") or threading.active_count() > 1:
+        return [fn(i) for i in range(parts)]  # forking a threaded process may deadlock
     children = []
     for i in range(1, parts):
         read, write = os.pipe()
@@ -83,7 +86,15 @@ def run_parts(fn: Callable[[int], Any], parts: int) -> list[Any]:
                 os._exit(0)
         os.close(write)
         children.append((i, pid, read))
-    results: list[Any] = [fn(0)]
+    try:
+        results: list[Any] = [fn(0)]
+    except BaseException:
+        for _, pid, read in children:  # no child outlives a failed search
+            if pid is not None and read is not None:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                os.close(read)
+        raise
     for i, pid, read in children:
         results.append(_joined(fn, i, pid, read))
     return results
