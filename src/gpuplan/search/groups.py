@@ -58,10 +58,16 @@ class LayoutTable:
     memo: dict[tuple, Any] = field(default_factory=dict)  # variants.candidates' row selections
     # prune.terms_of of each row of g, then of extra
     bounds: dict[str, np.ndarray] = field(default_factory=dict)
+    per_count: dict[int, int] = field(default_factory=dict)  # variant rows by GPU count
 
     def variant_count(self, counts: np.ndarray) -> int:
-        """The variant candidates of these GPU counts (all kinds)."""
-        return int(np.isin(self.extra["gpus"], counts).sum()) if self.extra else 0
+        """The variant candidates of these GPU counts (all kinds; counted once per count)."""
+        if not self.extra:
+            return 0
+        if not self.per_count:
+            values, n = np.unique(self.extra["gpus"], return_counts=True)
+            self.per_count.update(zip(values.tolist(), n.tolist(), strict=True))
+        return sum(self.per_count.get(int(c), 0) for c in np.unique(counts))
 
     def blocks(self, counts: np.ndarray) -> list[int]:
         return [self.position[int(c)] for c in counts]

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..estimators import memory
+from ..estimators.timing import choose  # np.choose's values, without its slow broadcast
 from ..spec import O_ACTIVATIONS, O_GRADS, O_OPTIMIZER, O_PARAMS, R_FULL, R_NONE, R_OP, Layout
 from . import feasibility as fz
 from .evaluate import Site
@@ -132,7 +133,7 @@ def most_loaded(model: Any, layout: Layout, site: Site) -> tuple[np.ndarray, ...
                                          fragmentation=site.fragmentation,
                                          stacks=site.stack_buffers)
     pick = np.argmax(np.stack(np.broadcast_arrays(*(s.total for s in stages))), axis=0)
-    return tuple(np.choose(pick, [np.broadcast_to(getattr(s, k), pick.shape) for s in stages])
+    return tuple(choose([np.broadcast_to(getattr(s, k), pick.shape) for s in stages], pick)
                  for k in ("total", "offloaded", "host_traffic"))
 
 
