@@ -28,7 +28,7 @@ import numpy as np
 MIN_ROWS = 2_000_000
 # the work part 0 (this process) takes, relative to a child's: it prices, ranks and builds
 # the outlook alone afterwards (about a tenth of a large search)
-HERE_SHARE = 0.85
+HERE_SHARE = 0.8
 STATE_BYTES = 16.0  # mixed-precision AdamW state per parameter, for `deal`'s weights only
 MEMORY_SHARE = 0.3  # `deal`'s weight of a row that never fits (memory model only)
 
