@@ -217,8 +217,8 @@ def evaluate_groups(req: Any, cat: Catalog,
     kept, timed, skipped = prune.timed_rows(req, [(w.g, w.clock, w.key) for w in works],
                                            table)
     hsdp: list[tuple[_Work, dict[str, np.ndarray]]] = []
-    for w, g, t, k in zip(works, kept, timed, skipped, strict=True):
-        w.tally.physically_feasible += k
+    for w, g, t, n_skipped in zip(works, kept, timed, skipped, strict=True):
+        w.tally.physically_feasible += n_skipped
         g, t = _runs(g, t, w.acc_id, w.tally)
         # HSDP copies only where they may be the fastest of their count (variants.hsdp_twins)
         h = variants.candidates(table, w.counts, (0,), busy=variants.hsdp_twins(g), **w.kw)
@@ -229,8 +229,8 @@ def evaluate_groups(req: Any, cat: Catalog,
     known = [(w.g["gpus"], w.g["step_s"]) for w, _ in hsdp]
     kept, timed, skipped = prune.timed_rows(req, [(h, w.clock, None) for w, h in hsdp], table,
                                             known)
-    for (w, _), h, t, k in zip(hsdp, kept, timed, skipped, strict=True):
-        w.tally.physically_feasible += k
+    for (w, _), h, t, n_skipped in zip(hsdp, kept, timed, skipped, strict=True):
+        w.tally.physically_feasible += n_skipped
         h, t = _runs(h, t, w.acc_id, w.tally)  # the fastest of each part at each count, then
         h = _described(fastest_per_count(h), t, w.clock)  # of both
         g = {k: np.concatenate([w.g[k], h[k]]) for k in w.g}

@@ -84,7 +84,7 @@ def _layout_terms(req: Any, g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     C x (a_mm + half_dim x b_mm) + C16 x (a_16 + a_at / attention_ratio) x (1 + half_dim / d),
     C = 1 / (matmul_max x peak x fp8 factor), C16 = 1 / (matmul_max x 16-bit peak)."""
     model, layout = req.model, layout_of(g, req)
-    c = SimpleNamespace(**LayoutArrays.read(layout, float), rc=np.asarray(layout.recompute),
+    c: Any = SimpleNamespace(**LayoutArrays.read(layout, float), rc=np.asarray(layout.recompute),
                         prec=np.asarray(layout.precision),
                         m=np.asarray(layout.microbatches, dtype=float),
                         schedule=np.asarray(layout.schedule))

@@ -44,9 +44,9 @@ def deal(group_counts: list[np.ndarray], axes: Any, global_batch: int, fit_gpus:
     may fit, which the time model then takes: min(1, count / `fit_gpus`), `fit_gpus` the
     count at which the model's training state would fit fully sharded). A load balance
     only: any deal gives the same plans."""
-    counts, groups = np.unique(np.concatenate([np.asarray(c, dtype=np.int64)
-                                               for c in group_counts] or [[]]).astype(np.int64),
-                               return_counts=True)
+    flat = (np.concatenate([np.asarray(c, dtype=np.int64) for c in group_counts])
+            if group_counts else np.zeros(0, dtype=np.int64))
+    counts, groups = np.unique(flat, return_counts=True)
     inner = [t * p * c for t in axes.tp for p, _ in axes.pipelines() for c in axes.cp]
     weight = [int(k) * sum(1 for d in inner if int(n) % d == 0 for mb in axes.micro_batch
                            if global_batch % (int(n) // d * mb) == 0)
@@ -67,7 +67,7 @@ def run_parts(fn: Callable[[int], Any], parts: int) -> list[Any]:
     a part whose child fails or sends nothing is computed here."""
     if parts <= 1 or not hasattr(os, "fork") or threading.active_count() > 1:
         return [fn(i) for i in range(parts)]  # forking a threaded process may deadlock
-    children = []
+    children: list[tuple[int, int | None, int | None]] = []
     for i in range(1, parts):
         read, write = os.pipe()
         try:
@@ -89,14 +89,14 @@ def run_parts(fn: Callable[[int], Any], parts: int) -> list[Any]:
     try:
         results: list[Any] = [fn(0)]
     except BaseException:
-        for _, pid, read in children:  # no child outlives a failed search
-            if pid is not None and read is not None:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                os.close(read)
+        for _, child, end in children:  # no child outlives a failed search
+            if child is not None and end is not None:
+                os.kill(child, signal.SIGKILL)
+                os.waitpid(child, 0)
+                os.close(end)
         raise
-    for i, pid, read in children:
-        results.append(_joined(fn, i, pid, read))
+    for i, child, end in children:
+        results.append(_joined(fn, i, child, end))
     return results
 
 
