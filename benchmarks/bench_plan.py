@@ -338,6 +338,23 @@ def llm_analysis_ratio(model: str, n: int = 64) -> dict[str, float] | None:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def _print_search(ip: dict) -> None:
+    """The pruning's figures and the search's times (one process, then `--workers`)."""
+    pr = ip["pruned"]
+    print(f"  pruning (exact)        {pr.bounded:,} (hardware, layout) rows bounded below "
+          f"(search/prune.py), {pr.probed:,} timed first as probes, {pr.skipped:,} skipped "
+          f"as provably slower than a probe of their count (never timed, counted as they "
+          f"would be), {pr.timed:,} timed after the probes"
+          f"{' -- THE GUARD FELL BACK, every row timed' if pr.fell_back else ''}")
+    print(f"  search wall time       {ip['search_s']:>14.3f} s   "
+          f"-> {ip['candidates_per_s'] / 1e6:,.1f} M candidates/s (target >= 10 M/s), "
+          f"one process")
+    print(f"  search CPU time        {ip['search_cpu_s']:>14.3f} s   one process")
+    print(f"  search wall, {ip['workers']} procs  {ip['split_s']:>14.3f} s   (target "
+          f"<= 0.5 s; `gpuplan plan --workers {ip['workers']}`; the CLI's default now "
+          f"{ip['cli_workers']}; CPU of this process {ip['split_cpu_s']:.3f} s)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--llm-analysis", action="store_true")
@@ -369,19 +386,7 @@ def main() -> None:
               f"({ip['timed_layouts']:,} layout rows in {ip['time_calls']} calls), "
               f"{ip['priced_rows']:,} rows priced (the rest of the candidates are excluded by "
               f"counting, before any arithmetic)")
-        pr = ip["pruned"]
-        print(f"  pruning (exact)        {pr.bounded:,} (hardware, layout) rows bounded below "
-              f"(search/prune.py), {pr.probed:,} timed first as probes, {pr.skipped:,} skipped "
-              f"as provably slower than a probe of their count (never timed, counted as they "
-              f"would be), {pr.timed:,} timed after the probes"
-              f"{' -- THE GUARD FELL BACK, every row timed' if pr.fell_back else ''}")
-        print(f"  search wall time       {ip['search_s']:>14.3f} s   "
-              f"-> {ip['candidates_per_s'] / 1e6:,.1f} M candidates/s (target >= 10 M/s), "
-              f"one process")
-        print(f"  search CPU time        {ip['search_cpu_s']:>14.3f} s   one process")
-        print(f"  search wall, {ip['workers']} procs  {ip['split_s']:>14.3f} s   (target "
-              f"<= 0.5 s; `gpuplan plan --workers {ip['workers']}`; the CLI's default now "
-              f"{ip['cli_workers']}; CPU of this process {ip['split_cpu_s']:.3f} s)")
+        _print_search(ip)
         print(f"  physics (memory+time)  {ip['physics_s']:>14.3f} s   "
               f"-> {ip['physics_points_per_s'] / 1e6:,.1f} M hardware x layout points/s")
         print(f"  end to end (CLI)       {e2e['wall_s']:>14.3f} s   (target <= 1 s)")
