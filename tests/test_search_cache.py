@@ -371,7 +371,7 @@ def test_dealt_counts_cover_every_count_once():
     assert all(p.size and np.all(np.diff(p) > 0) for p in parts)
 
 
-def test_a_failure_here_leaves_no_child():
+def test_a_failure_here_leaves_no_child(monkeypatch):
     """When this process's part raises, the children are ended and reaped, and the error
     comes through."""
     import os
@@ -379,13 +379,23 @@ def test_a_failure_here_leaves_no_child():
     from gpuplan.search import split
 
     here = os.getpid()
+    forked = []
+    fork = os.fork
+
+    def recorded():
+        pid = fork()
+        if pid:
+            forked.append(pid)
+        return pid
 
     def part(i):
         if os.getpid() == here:
             raise ValueError("here fails")
         return i
 
+    monkeypatch.setattr(os, "fork", recorded)
     with pytest.raises(ValueError, match="here fails"):
         split.run_parts(part, 2)
+    assert len(forked) == 1
     with pytest.raises(ChildProcessError):
-        os.waitpid(-1, os.WNOHANG)  # no child left to reap
+        os.waitpid(forked[0], os.WNOHANG)  # already reaped
