@@ -92,7 +92,7 @@ def test_outlook_on_the_search_table_equals_its_own_tables():
     seen = []
     original = planmod.search
 
-    def capture(c, r, progress=None):
+    def capture(c, r, progress=None, workers=1):
         seen.append(r)
         return original(c, r)
 
@@ -243,3 +243,159 @@ def test_variant_memory_is_the_memory_breakdowns():
                          (bd.total, bd.offloaded, bd.host_traffic), strict=True):
         assert np.array_equal(got, np.broadcast_to(want, got.shape), equal_nan=True)
     assert np.array_equal(table.extra["memory_bytes"], bd.total, equal_nan=True)
+
+
+# --- pruning before the time model (search/prune.py) and the split search (search/split.py) ---
+
+# (model, options): a dense model over many GPUs and prices, a MoE model, constraints that
+# bind, one precision, a confidence quantile, ZeRO-3 rows with HSDP copies (llama3-70b)
+PRUNE_CASES = [
+    dict(model="llama3-70b", tokens="15T", deadline_days=90, gpu=["h100-sxm", "a100-80gb",
+                                                                 "h200", "mi300x"]),
+    dict(model="deepseek-v3", tokens="14.8T", gpu=["h100-sxm", "h800", "b200"],
+         max_gpus=4096),
+    dict(model="gpt3-175b", tokens="300B", objective="time", budget_usd="2M",
+         precision="bf16"),
+    dict(model="mixtral-8x7b", tokens="1T", confidence=0.9, max_gpus=512),
+    dict(model="llama3-8b", tokens="1T", gpu=["rtx-4090", "l40s", "v100-sxm2-32gb"],
+         allow_consumer=True, max_gpus=64),
+]
+
+
+def _plan_json(monkeypatch, enabled: bool, **ask) -> dict:
+    from gpuplan.search import prune
+
+    monkeypatch.setattr(prune, "ENABLED", enabled)
+    return _json(api.plan(**ask))
+
+
+@pytest.mark.parametrize("ask", PRUNE_CASES, ids=[c["model"] for c in PRUNE_CASES])
+def test_pruned_plans_equal_plans_timing_every_row(monkeypatch, ask):
+    """Skipping the rows provably slower than a timed row of their count changes nothing the
+    plan reports: ranked plans, Pareto front, per-GPU bests, tallies (physically feasible and
+    every exclusion), why-not, outlook -- the whole JSON. And rows were skipped."""
+    from gpuplan.search import prune
+
+    monkeypatch.setattr(prune, "stats", prune.Stats())
+    pruned = _plan_json(monkeypatch, True, **ask)
+    assert prune.stats.skipped > 0 and not prune.stats.fell_back
+    assert pruned == _plan_json(monkeypatch, False, **ask)
+
+
+def _all_rows_checked(monkeypatch) -> list[int]:
+    """Make prune.timed_rows check its bounds against the time model on every row it is
+    given (then time them all); returns the list it appends the rows checked to."""
+    from gpuplan.search import prune
+
+    checked: list[int] = []
+
+    def every(req, jobs, table=None, known=None):
+        bounds = prune._bounds(req, jobs, table)
+        timings = prune.time_many(req, jobs)
+        for (g, _, _), t, b in zip(jobs, timings, bounds, strict=True):
+            if b is not None:
+                assert prune._holds(g, t, b)
+                checked.append(int(b[2].sum()))
+        return [g for g, _, _ in jobs], timings, [0] * len(jobs)
+
+    monkeypatch.setattr(prune, "timed_rows", every)
+    return checked
+
+
+@pytest.mark.parametrize("ask", PRUNE_CASES[:4], ids=[c["model"] for c in PRUNE_CASES[:4]])
+def test_bound_is_below_every_step(monkeypatch, ask):
+    """The bound of `prune.floors` is below the step time (and the compute floor below
+    compute + memory + overhead + optimizer) of every row it calls eligible, each of which
+    has a finite step, over every row of these searches (the proof the pruning rests on,
+    checked on the time model as it is now)."""
+    checked = _all_rows_checked(monkeypatch)
+    api.plan(**ask)
+    assert sum(checked) > 10_000
+
+
+def test_a_broken_bound_falls_back_to_timing_every_row(monkeypatch):
+    """A bound above the real step (a physics change it does not mirror) is caught by the
+    guard on the rows timed: the search then times every row, and the plan is unchanged."""
+    from gpuplan.search import prune
+
+    ask = PRUNE_CASES[0]
+    want = _plan_json(monkeypatch, False, **ask)
+    original = prune.floors
+    monkeypatch.setattr(prune, "floors", lambda x, hw, eff: tuple(
+        b * 3.0 for b in original(x, hw, eff)))
+    monkeypatch.setattr(prune, "stats", prune.Stats())
+    assert _plan_json(monkeypatch, True, **ask) == want
+    assert prune.stats.fell_back
+
+
+@pytest.mark.parametrize("ask", PRUNE_CASES[:2], ids=[c["model"] for c in PRUNE_CASES[:2]])
+def test_split_search_equals_one_process(monkeypatch, ask):
+    """`workers=2` (GPU counts dealt to a forked child and this process, joined) gives the
+    plan of one process, whole JSON; forced on these searches (split.MIN_ROWS = 0)."""
+    from gpuplan.search import split
+
+    one = _json(api.plan(**ask))
+    calls = []
+    original = split.run_parts
+    monkeypatch.setattr(split, "MIN_ROWS", 0)
+    monkeypatch.setattr(split, "run_parts", lambda fn, n: calls.append(n) or original(fn, n))
+    assert _json(api.plan(**ask, workers=2)) == one
+    assert calls == [2]
+
+
+def test_a_failed_child_part_is_computed_here():
+    """A part whose forked child fails (raises, sends nothing) is computed in this process."""
+    import os
+
+    from gpuplan.search import split
+
+    here = os.getpid()
+
+    def part(i):
+        if os.getpid() != here:
+            raise RuntimeError("child fails")
+        return i * 10
+
+    assert split.run_parts(part, 3) == [0, 10, 20]
+
+
+def test_dealt_counts_cover_every_count_once():
+    from gpuplan.search import split
+    from gpuplan.search.grid import model_axes
+
+    cat = load_catalog()
+    counts = [np.array([8, 16, 32, 64, 128]), np.array([72, 144, 288]), np.array([8, 16])]
+    parts = split.deal(counts, model_axes(cat.model("llama3-70b"), 8192), 1024, 64.0, 2)
+    joined = np.concatenate(parts)
+    assert sorted(joined.tolist()) == [8, 16, 32, 64, 72, 128, 144, 288]
+    assert all(p.size and np.all(np.diff(p) > 0) for p in parts)
+
+
+def test_a_failure_here_leaves_no_child(monkeypatch):
+    """When this process's part raises, the children are ended and reaped, and the error
+    comes through."""
+    import os
+
+    from gpuplan.search import split
+
+    here = os.getpid()
+    forked = []
+    fork = os.fork
+
+    def recorded():
+        pid = fork()
+        if pid:
+            forked.append(pid)
+        return pid
+
+    def part(i):
+        if os.getpid() == here:
+            raise ValueError("here fails")
+        return i
+
+    monkeypatch.setattr(os, "fork", recorded)
+    with pytest.raises(ValueError, match="here fails"):
+        split.run_parts(part, 2)
+    assert len(forked) == 1
+    with pytest.raises(ChildProcessError):
+        os.waitpid(forked[0], os.WNOHANG)  # already reaped

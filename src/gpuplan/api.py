@@ -369,10 +369,12 @@ def plan(*, model: str | ModelSpec | None = None, tokens: str | float | None = N
          progress: Callable[[int, int], None] | None = None, method: str = "full",
          lora_rank: int | None = None, lora_targets: str | None = None, quant: str | None = None,
          samples: int | None = None, epochs: float | None = None, packing: bool | None = None,
-         padding_efficiency: float | None = None, **flags: Any) -> PlanResult:
+         padding_efficiency: float | None = None, workers: int = 1,
+         **flags: Any) -> PlanResult:
     """Search every GPU x count x layout x way to pay (`gpuplan plan`); a scenario preset fills
     what the arguments leave unset. `flags`: explicit model flags and site flags, as for
-    `estimate`."""
+    `estimate`. `workers`: processes a large search may fork (the same result; 1 in a server
+    whose workers already use every core)."""
     from .search import scenario as scn
     from .search.plan import search
 
@@ -394,7 +396,7 @@ def plan(*, model: str | ModelSpec | None = None, tokens: str | float | None = N
         raise ConfigError("--tokens is required: how many tokens to train on (e.g. 15T, 300B), "
                           "or --samples N --seq-len L --epochs E for a fine-tune")
     req = _request(cat, m, a, flags, scen)
-    result = search(cat, req, progress=progress)
+    result = search(cat, req, progress=progress, workers=workers)
     if finetune_of(m) is not None:
         result = _plan_finetune(cat, m, req, result, ft_facts)
     if scen:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import Any
@@ -88,8 +89,26 @@ def register(sub: Any) -> None:
     add_report_options(x, "plan")
     common_options(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--workers", type=positive_int, help="processes a large search may use "
+                   "(default: up to two idle cores; the same plans with any number)")
     p.add_argument("--no-timing", action="store_true", help=argparse.SUPPRESS)  # golden files
     p.set_defaults(func=run)
+
+
+def default_workers() -> int:
+    """Processes `plan` may fork for a large search: the usable cores, at most two (the
+    search splits well in two; more parts cost more than they save), and one when other
+    work already keeps all but one core busy (1-minute load average), where a second
+    process would only wait for a core."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        busy = os.getloadavg()[0] > cores - 1
+    except (AttributeError, OSError):
+        busy = False
+    return 1 if busy else max(1, min(2, cores))
 
 
 class _Progress:
@@ -168,7 +187,8 @@ def run(args: argparse.Namespace) -> int:
 
     _check_outputs(args)
     quiet = args.quiet or args.json or (args.export and not args.output)
-    result = api.plan(progress=_Progress(not quiet), **plan_kwargs(args))
+    result = api.plan(progress=_Progress(not quiet), workers=args.workers or default_workers(),
+                      **plan_kwargs(args))
     request = request_of(args)
     doc = to_json(result, request=request) if (wants_json(args) or args.export) else {}
     write_html("plan", doc, args)

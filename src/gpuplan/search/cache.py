@@ -33,6 +33,7 @@ class Entry:
     catalog: Any
     table: Any  # groups.LayoutTable
     groups: tuple[Any, ...]  # (rows, groups.Tally) | None, per planned group
+    variants: tuple[int, ...] = ()  # variant candidates per planned group (LayoutTable's)
 
 
 def shape_of(req: Any) -> Any:
@@ -48,7 +49,8 @@ def shape_of(req: Any) -> Any:
 
 def _nbytes(entry: Entry) -> int:
     t = entry.table
-    arrays = [*t.g.values(), *t.extra.values(), t.memory_bytes, t.dropped, t.starts]
+    arrays = [*t.g.values(), *t.extra.values(), t.memory_bytes, t.dropped, t.starts,
+              *getattr(t, "bounds", {}).values()]
     for sel, fields in getattr(t, "memo", {}).values():  # the variants' row selections
         arrays += [sel, *fields.values()]
     for grp in entry.groups:

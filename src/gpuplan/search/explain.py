@@ -256,6 +256,10 @@ def _relax_nothing_fits(req: Request, excluded: tuple[Excluded, ...]) -> tuple[R
     return tuple(out)
 
 
+def _order(code: str) -> int:
+    return fz.ORDER.index(code) if code in fz.ORDER else len(fz.ORDER)
+
+
 def _favourite(req: Request, by_gpu: dict[str, Counter], excluded_platforms: tuple[Any, ...],
                feasible_gpus: set[str]) -> tuple[Favourite, ...]:
     """Why each GPU the user named is missing from the feasible plans (if it is)."""
@@ -265,6 +269,9 @@ def _favourite(req: Request, by_gpu: dict[str, Counter], excluded_platforms: tup
             continue
         plats = tuple({(p.reason, p.id): p for p in excluded_platforms if p.gpu == gpu}.values())
         c = by_gpu.get(gpu, Counter())
-        top = tuple(Excluded(reason=k, count=v) for k, v in c.most_common(3))
+        # the three largest counts, ties in feasibility.ORDER (not in the order the checks
+        # first counted them, which depends on how the search split its work)
+        ranked = sorted(c.items(), key=lambda kv: (-kv[1], _order(kv[0])))
+        top = tuple(Excluded(reason=k, count=v) for k, v in ranked[:3])
         out.append(Favourite(gpu=gpu, platforms=plats, excluded=() if plats else top))
     return tuple(out)

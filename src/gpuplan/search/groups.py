@@ -19,7 +19,7 @@ from ..catalog import Catalog
 from ..estimators import memory
 from ..spec import STACKS
 from . import feasibility as fz
-from . import variants
+from . import prune, variants
 from .evaluate import time_per_step  # noqa: F401  (benchmarks count rows through it)
 from .grid import Axes, product
 from .hardware import best_stack, efficiency_for, hardware_table, host_memory_per_gpu
@@ -56,10 +56,18 @@ class LayoutTable:
     # precisions): it depends on the request shape alone, as the table does
     sizes: dict[tuple, Any] = field(default_factory=dict)
     memo: dict[tuple, Any] = field(default_factory=dict)  # variants.candidates' row selections
+    # prune.terms_of of each row of g, then of extra
+    bounds: dict[str, np.ndarray] = field(default_factory=dict)
+    per_count: dict[int, int] = field(default_factory=dict)  # variant rows by GPU count
 
     def variant_count(self, counts: np.ndarray) -> int:
-        """The variant candidates of these GPU counts (all kinds)."""
-        return int(np.isin(self.extra["gpus"], counts).sum()) if self.extra else 0
+        """The variant candidates of these GPU counts (all kinds; counted once per count)."""
+        if not self.extra:
+            return 0
+        if not self.per_count:
+            values, n = np.unique(self.extra["gpus"], return_counts=True)
+            self.per_count.update(zip(values.tolist(), n.tolist(), strict=True))
+        return sum(self.per_count.get(int(c), 0) for c in np.unique(counts))
 
     def blocks(self, counts: np.ndarray) -> list[int]:
         return [self.position[int(c)] for c in counts]
@@ -205,17 +213,24 @@ def evaluate_groups(req: Any, cat: Catalog,
         if progress:
             progress(i, len(groups))
         works.append(_prepared(req, cat, plats, counts, tally, table, precisions, seen))
-    timed = time_many(req, [(w.g, w.clock, w.key) for w in works])
+    # rows provably slower than a row of their count are skipped, counted as they would be
+    kept, timed, skipped = prune.timed_rows(req, [(w.g, w.clock, w.key) for w in works],
+                                           table)
     hsdp: list[tuple[_Work, dict[str, np.ndarray]]] = []
-    for w, t in zip(works, timed, strict=True):
-        g, t = _runs(w.g, t, w.acc_id, w.tally)
+    for w, g, t, n_skipped in zip(works, kept, timed, skipped, strict=True):
+        w.tally.physically_feasible += n_skipped
+        g, t = _runs(g, t, w.acc_id, w.tally)
         # HSDP copies only where they may be the fastest of their count (variants.hsdp_twins)
         h = variants.candidates(table, w.counts, (0,), busy=variants.hsdp_twins(g), **w.kw)
         w.g = _described(fastest_per_count(g), t, w.clock)
         if h["gpus"].size:
             hsdp.append((w, h))
-    for (w, h), t in zip(hsdp, time_many(req, [(h, w.clock, None) for w, h in hsdp]),
-                         strict=True):
+    # HSDP copies provably slower than their count's fastest grid row are skipped likewise
+    known = [(w.g["gpus"], w.g["step_s"]) for w, _ in hsdp]
+    kept, timed, skipped = prune.timed_rows(req, [(h, w.clock, None) for w, h in hsdp], table,
+                                            known)
+    for (w, _), h, t, n_skipped in zip(hsdp, kept, timed, skipped, strict=True):
+        w.tally.physically_feasible += n_skipped
         h, t = _runs(h, t, w.acc_id, w.tally)  # the fastest of each part at each count, then
         h = _described(fastest_per_count(h), t, w.clock)  # of both
         g = {k: np.concatenate([w.g[k], h[k]]) for k in w.g}

@@ -23,7 +23,7 @@ from ..errors import ConfigError
 from ..estimators import cost as costm
 from ..spec import PRECISIONS, RECOMPUTE, ModelSpec
 from ..units import GiB
-from . import cache
+from . import cache, split
 from . import feasibility as fz
 from .evaluate import Site, outcome
 from .explain import OBJECTIVES, finish
@@ -195,11 +195,11 @@ def _priced(req: Request, g: dict[str, np.ndarray], prices: list[PriceRow],
 
 
 def _evaluated(cat: Catalog, req: Request, planned: list[_Group], axes: Any,
-               all_counts: np.ndarray, progress: Callable[[int, int], None] | None
-               ) -> cache.Entry:
+               all_counts: np.ndarray, progress: Callable[[int, int], None] | None,
+               workers: int = 1) -> cache.Entry:
     """The layout table and each group's fastest rows and tally (`evaluate_group`), from the
     installed cache (`search.cache`) when it holds this request's shape, else computed (and
-    kept there)."""
+    kept there); over `workers` processes (`split`) when the search is large."""
     store = cache.installed()
     shape = cache.shape_of(req) if store is not None else None
     if store is not None and shape is not None:
@@ -208,20 +208,66 @@ def _evaluated(cat: Catalog, req: Request, planned: list[_Group], axes: Any,
             return hit
     sizes = [p.accelerator.memory_bytes for g in planned for p in g.plats
              if p.accelerator is not None]
-    table = layout_table(req, all_counts, axes, min(sizes, default=math.inf))
-    jobs = [(grp.plats, grp.counts, Tally()) for grp in planned if grp.counts.size]
-    done = iter(zip(evaluate_groups(req, cat, jobs, table, progress=progress),
-                    [j[2] for j in jobs], strict=True))
-    groups: list[Any] = [None if grp.counts.size == 0 else next(done) for grp in planned]
-    entry = cache.Entry(catalog=cat, table=table, groups=tuple(groups))
+    smallest = min(sizes, default=math.inf)
+    if workers > 1 and all_counts.size * axes.size >= split.MIN_ROWS:
+        entry = _split_evaluated(cat, req, planned, axes, all_counts, smallest, workers,
+                                 progress)
+    else:
+        entry = _part(cat, req, planned, axes, all_counts, smallest, progress)
     if store is not None and shape is not None:
         store.put(shape, entry)
     return entry
 
 
+def _part(cat: Catalog, req: Request, planned: list[_Group], axes: Any, counts: np.ndarray,
+          smallest: float, progress: Callable[[int, int], None] | None) -> cache.Entry:
+    """The evaluation of these groups on the layout table of these GPU counts."""
+    table = layout_table(req, counts, axes, smallest)
+    jobs = [(grp.plats, grp.counts, Tally()) for grp in planned if grp.counts.size]
+    done = iter(zip(evaluate_groups(req, cat, jobs, table, progress=progress),
+                    [j[2] for j in jobs], strict=True))
+    groups: list[Any] = [None if grp.counts.size == 0 else next(done) for grp in planned]
+    return cache.Entry(catalog=cat, table=table, groups=tuple(groups),
+                       variants=tuple(table.variant_count(g.counts) for g in planned))
+
+
+def _split_evaluated(cat: Catalog, req: Request, planned: list[_Group], axes: Any,
+                     all_counts: np.ndarray, smallest: float, workers: int,
+                     progress: Callable[[int, int], None] | None) -> cache.Entry:
+    """`_part` over the GPU counts dealt to `workers` processes (`split`), joined: each group's
+    fastest rows in GPU-count order, its tallies replayed part after part. The table kept is
+    this process's part (the outlook builds a table of its own for a count it lacks)."""
+    fit = split.STATE_BYTES * req.model.total_params() / max(
+        (p.accelerator.memory_bytes for g in planned for p in g.plats if p.accelerator),
+        default=1.0)
+    dealt = split.deal([g.counts for g in planned], axes, req.global_batch, fit, workers)
+
+    def one(i: int) -> Any:
+        mine = [replace(g, counts=g.counts[np.isin(g.counts, dealt[i])]) for g in planned]
+        entry = _part(cat, req, mine, axes, dealt[i], smallest, progress if i == 0 else None)
+        return entry if i == 0 else (entry.groups, entry.variants)
+
+    first, *others = split.run_parts(one, len(dealt))
+    parts = [(first.groups, first.variants), *others]
+    groups: list[Any] = []
+    for j in range(len(planned)):
+        done = [p[0][j] for p in parts if p[0][j] is not None]
+        if not done:
+            groups.append(None)
+            continue
+        rows = {k: np.concatenate([g[k] for g, _ in done]) for k in done[0][0]}
+        tally = Tally()
+        for _, t in done:
+            tally.replay(t)
+        groups.append((_take(rows, np.argsort(rows["gpus"], kind="stable")), tally))
+    variants = tuple(sum(p[1][j] for p in parts) for j in range(len(planned)))
+    return cache.Entry(catalog=cat, table=first.table, groups=tuple(groups), variants=variants)
+
+
 def search(cat: Catalog, req: Request,
-           progress: Callable[[int, int], None] | None = None) -> PlanResult:
-    """Evaluate every candidate; return ranked plans, the Pareto front and the exclusions."""
+           progress: Callable[[int, int], None] | None = None, workers: int = 1) -> PlanResult:
+    """Evaluate every candidate; return ranked plans, the Pareto front and the exclusions.
+    `workers`: processes a large search may use (`split`; the same result)."""
     req.check()
     platforms, excluded_platforms = select_platforms(cat, req.filters)
     planned = []
@@ -237,7 +283,7 @@ def search(cat: Catalog, req: Request,
         raise ConfigError(f"the search space has {total:,} candidates, above the cap of "
                           f"{SEARCH_CAP:,}; narrow it with --gpu, --max-gpus, --cloud or "
                           f"--acquisition")
-    work = _evaluated(cat, req, planned, axes, all_counts, progress)
+    work = _evaluated(cat, req, planned, axes, all_counts, progress, workers)
     table = work.table
     tally = Tally()
     joined: list[dict[str, np.ndarray]] = []
@@ -256,7 +302,8 @@ def search(cat: Catalog, req: Request,
         progress(len(planned), len(planned))
     allrows = ({k: np.concatenate([j[k] for j in joined]) for k in joined[0]} if joined else {})
     # layouts of the grid and their variants (`variants`), per group
-    physics = [g.counts.size * per_group + table.variant_count(g.counts) for g in planned]
+    physics = [g.counts.size * per_group + v for g, v in zip(planned, work.variants,
+                                                              strict=True)]
     priced = sum(n * max(len(g.prices), 1) for n, g in zip(physics, planned, strict=True))
     counts = dict(evaluated=priced, physics_evaluated=sum(physics))
     result, winner = finish(req, allrows, meta, counts, tally.excluded(), tally.by_gpu,

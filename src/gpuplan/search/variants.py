@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..estimators import memory
+from ..estimators.timing import choose  # np.choose's values, without its slow broadcast
 from ..spec import O_ACTIVATIONS, O_GRADS, O_OPTIMIZER, O_PARAMS, R_FULL, R_NONE, R_OP, Layout
 from . import feasibility as fz
 from .evaluate import Site
@@ -132,7 +133,7 @@ def most_loaded(model: Any, layout: Layout, site: Site) -> tuple[np.ndarray, ...
                                          fragmentation=site.fragmentation,
                                          stacks=site.stack_buffers)
     pick = np.argmax(np.stack(np.broadcast_arrays(*(s.total for s in stages))), axis=0)
-    return tuple(np.choose(pick, [np.broadcast_to(getattr(s, k), pick.shape) for s in stages])
+    return tuple(choose([np.broadcast_to(getattr(s, k), pick.shape) for s in stages], pick)
                  for k in ("total", "offloaded", "host_traffic"))
 
 
@@ -159,7 +160,8 @@ def candidates(table: Any, counts: np.ndarray, kinds: tuple[int, ...], *, plats:
     """The variant rows of `table` (a plan.LayoutTable) of these kinds and GPU counts that pass
     the hardware rules and `checks` on the platforms `plats` (one physics group), each
     rejected one tallied once (`tally`, a plan.Tally); sorted by count, with fields `keys`
-    (`row` -1: no table row). `fitting`: the counts where a grid row fits in GPU memory;
+    (`row` negative: no table row; -2 - i for row i of `table.extra`). `fitting`: the counts
+    where a grid row fits in GPU memory;
     `busy`: the timed grid rows whose data-parallel traffic shows (None: no HSDP rule);
     `precisions`: only the rows of these precision codes (None: all)."""
     acc = plats[0].accelerator
@@ -178,7 +180,7 @@ def candidates(table: Any, counts: np.ndarray, kinds: tuple[int, ...], *, plats:
                 busy=busy, rows=table.memory_bytes.size)])
     pick = sel[np.flatnonzero(keep)[np.argsort(e["gpus"][keep], kind="stable")]]
     out = {k: ex[k][pick] for k in keys if k != "row"}
-    out["row"] = np.full(pick.size, -1, dtype=np.int64)
+    out["row"] = -2 - pick  # negative: no table row (-2 - i: row i of `extra`)
     return {k: out[k] for k in keys}
 
 
