@@ -55,8 +55,13 @@ PP_OVERLAP_1F1B = 0.0
 # Scale-out network efficiency at scale: the bus bandwidth (NCCL convention above) a large
 # multi-node collective reaches, as a share of the per-GPU NIC line rate. nccl-tests over
 # 400 Gb/s NDR InfiniBand (50 GB/s per GPU) reach about 40-45 GB/s busbw for >= 1 GB messages
-# (NVIDIA's cluster-validation guides; DeepEP, github.com/deepseek-ai/DeepEP README, measures
-# 40-47 GB/s RDMA on H800 with CX7 400 Gb/s); 0.85 is our stated judgement, not fitted.
+# (NVIDIA's cluster-validation guides); 0.85 is our stated judgement, not fitted. The MoE
+# all-to-all gets the same share, as measured (#12): nccl-tests all-to-all over two DGX H100
+# nodes with NVLink disabled, 46 GB/s busbw on 400 Gb/s NICs (0.92; github.com/deepseek-ai/
+# DeepEP issue #3, 2025-02-25); DeepEP's internode dispatch on H800 + CX7 400 Gb/s (V1 table,
+# docs/legacy.md) 58 and 51 GB/s at EP 32 and 64, "logical" figures that count the tokens for
+# the sender's own node too (its tests/test_internode.py), i.e. 43.5-44.6 GB/s on the wire
+# (0.87-0.89; tests/test_moe_network.py reproduces EP 32 within 4%).
 NET_EFFICIENCY = 0.85
 # Gradient buckets: Megatron Core's DistributedDataParallel reduces gradients in buckets of
 # max(40M, 1M x dp) parameters (megatron/core/distributed/distributed_data_parallel.py,
