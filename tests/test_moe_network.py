@@ -73,6 +73,26 @@ def test_copies_equal_an_enumeration_of_every_routing(experts, k, n, n_in, dedup
                                 abs=1e-12)
 
 
+def _enumerated_domains_hit(experts: int, k: int, n: int, n_in: int) -> float:
+    """Mean number of scale-up domains (the sender's included) holding at least one of a
+    token's k experts, over every expert set."""
+    per_domain = experts // (n // n_in)
+    sets = list(itertools.combinations(range(experts), k))
+    return sum(len({e // per_domain for e in chosen}) for chosen in sets) / len(sets)
+
+
+@pytest.mark.parametrize("experts,k,n,n_in", [(8, 3, 4, 2), (12, 4, 6, 3), (16, 2, 8, 2),
+                                              (8, 2, 8, 1), (16, 1, 4, 2)])
+def test_logical_copies_equal_an_enumeration_of_every_routing(experts, k, n, n_in):
+    """`a2a_logical_copies`: the (token, domain hit) pairs, own domain included, that the
+    deduplicated dispatch's internode pipeline moves: exactly the enumerated mean (1e-12);
+    none inside one domain, where that pipeline is not used."""
+    got = float(comm.a2a_logical_copies(n, n_in, experts, k))
+    assert got == pytest.approx(_enumerated_domains_hit(experts, k, n, n_in), rel=1e-12)
+    assert float(comm.a2a_logical_copies(n, n, experts, k)) == 0.0
+    assert float(comm.a2a_logical_copies(n, n_in, 0, 0)) == 0.0
+
+
 def test_dispatch_time_is_the_slower_link_plus_one_latency_per_peer():
     """moe_dispatch_s = max(scale-up copies x bytes / bw_up, fabric copies x bytes / bw_out)
     + (n_inner - 1) alpha_up + (domains - 1) alpha_out, written out for EP 32 over 4 domains."""
@@ -81,6 +101,17 @@ def test_dispatch_time_is_the_slower_link_plus_one_latency_per_peer():
     expected = max(inner * tb / up, outer * tb / out) + 7 * a_up + 3 * a_out
     got = float(comm.moe_dispatch_s(tb, 32, 8, 256, 8, up, a_up, out, a_out))
     assert got == pytest.approx(expected, rel=1e-12)
+    # with the internode pipeline bound (flex only): a third leg, the logical pairs at its rate
+    logical, rate = float(comm.a2a_logical_copies(32, 8, 256, 8)), 30e9
+    bound = max(inner * tb / up, outer * tb / out, logical * tb / rate) + 7 * a_up + 3 * a_out
+    got = float(comm.moe_dispatch_s(tb, 32, 8, 256, 8, up, a_up, out, a_out, True, rate))
+    assert got == pytest.approx(bound, rel=1e-12) and bound > expected
+    # Megatron's alltoall dispatcher and a dispatch inside one domain never meet it
+    for args in ((32, 8, False), (8, 8, True)):
+        n, n_in, dedup = args
+        free = comm.moe_dispatch_s(tb, n, n_in, 256, 8, up, a_up, out, a_out, dedup)
+        assert float(comm.moe_dispatch_s(tb, n, n_in, 256, 8, up, a_up, out, a_out, dedup,
+                                         rate)) == float(free)
 
 
 def test_deepep_internode_figure_at_ep32():
@@ -105,32 +136,64 @@ def test_deepep_internode_figure_at_ep32():
         assert logical == pytest.approx(published, rel=0.10)
 
 
+def test_hybridep_h100_internode_figures(cat):
+    """HybridEP on H100 with one ConnectX-7 400 Gb/s per GPU (github.com/deepseek-ai/DeepEP,
+    branch hybrid-ep, docs/README_Hybrid-EP.md, "H100 Platform": 4,096 tokens x 7,168 BF16,
+    top-8 of 8 experts per rank, 8 ranks per node, 16 SMs, torch API), "IB bandwidth" =
+    (token, node hit) pairs, own node included, x bytes / time; harmonic mean of dispatch and
+    combine: 53.9, 49.8 and 43.7 GB/s at 16, 32 and 64 ranks. The model with the catalog's
+    ib-ndr fabric: at 2 nodes, where the pipeline bound is the source's own figure, within 2%
+    (latencies only); at 4 and 8 nodes, independent of it, within 12% (the wire at
+    NET_EFFICIENCY: HybridEP reaches 0.75-0.77 of the line rate there, DeepEP V1 0.87-0.89)."""
+    fab = cat.fabrics["ib-ndr"]
+    line = fab.bytes_per_s_per_direction
+    rate = float(comm.dispatch_logical_bw(line, fab.moe_dispatch_logical_share))
+    tb = 4096 * 7168 * 2
+    for ranks, published, tol in ((16, (54.47, 53.35), 0.02), (32, (47.36, 52.53), 0.12),
+                                  (64, (41.24, 46.57), 0.12)):
+        experts = 8 * ranks
+        t = float(comm.moe_dispatch_s(tb, ranks, 8, experts, 8, 450e9, 1.9e-6,
+                                      line * comm.NET_EFFICIENCY, fab.latency_s, True, rate))
+        model = float(comm.a2a_logical_copies(ranks, 8, experts, 8)) * tb / t
+        measured = 2e9 / (1 / published[0] + 1 / published[1])
+        assert model == pytest.approx(measured, rel=tol)
+
+
+def test_a_fabric_without_a_dispatch_figure_has_no_pipeline_bound(cat):
+    """The share is nan where nothing was measured: no bound (inf), the wire alone."""
+    assert np.isnan(cat.fabrics["ib-xdr"].moe_dispatch_logical_share)
+    assert float(comm.dispatch_logical_bw(100e9, float("nan"))) == np.inf
+    assert float(comm.dispatch_logical_bw(50e9, 1.08)) == pytest.approx(54e9, rel=1e-12)
+
+
 # --- scaling facts ----------------------------------------------------------------------------
 
 
-def _links(cat, acc: str) -> tuple[float, float, float, float]:
-    hw = hardware_for(cat, acc, precision="bf16")
-    out = float(hw.scale_out_bytes_per_s[0]) * comm.NET_EFFICIENCY
-    return (float(hw.scale_up_bytes_per_s[0]), float(hw.scale_up_latency_s[0]), out,
-            float(hw.scale_out_latency_s[0]))
+def _links(cat, acc: str) -> tuple[float, ...]:
+    hw = hardware_for(cat, acc, precision="bf16", scale_out_bytes_per_s=50e9)
+    line = float(hw.scale_out_bytes_per_s[0])
+    return (float(hw.scale_up_bytes_per_s[0]), float(hw.scale_up_latency_s[0]),
+            line * comm.NET_EFFICIENCY, float(hw.scale_out_latency_s[0]),
+            float(comm.dispatch_logical_bw(line, hw.scale_out_dispatch_share[0])))
 
 
-@pytest.mark.parametrize("acc", ["h100-sxm", "b200", "b300"])
+@pytest.mark.parametrize("acc", ["h100-sxm", "b200"])
 def test_spreading_an_ep_group_over_more_nodes_never_speeds_up_its_dispatch(cat, acc):
-    """For the catalog's 8-GPU HGX platforms, every EP size, expert count and top-k (both
-    dispatchers): fewer EP ranks per node (the same group on more nodes) never gives a faster
+    """For the catalog's 8-GPU HGX platforms on 400 Gb/s InfiniBand (with the internode
+    pipeline bound of the deduplicated dispatch), every EP size, expert count and top-k, both
+    dispatchers: fewer EP ranks per node (the same group on more nodes) never gives a faster
     dispatch. This needs a scale-up link well ahead of the NIC (here 10-21x): the
     deduplicated dispatch uses both links at once, and with NVLink only ~4.7x the NIC (H800:
     200 against 42.5 GB/s) two nodes of 4 can beat one of 8 for a small group -- the NIC then
     adds a path."""
-    up, a_up, out, a_out = _links(cat, acc)
-    assert up >= 8 * out
+    up, a_up, out, a_out, logical = _links(cat, acc)
+    assert up >= 8 * out and np.isfinite(logical)
     for experts, k, n, dedup in itertools.product((16, 64, 128, 256), (1, 2, 4, 8),
                                                   (2, 4, 8, 16, 64, 256), (True, False)):
         if experts % n:
             continue
         times = [float(comm.moe_dispatch_s(1e7, n, n_in, experts, k, up, a_up, out, a_out,
-                                           dedup))
+                                           dedup, logical))
                  for n_in in (8, 4, 2, 1) if n_in <= n]
         assert all(b >= a * (1 - 1e-12) for a, b in zip(times, times[1:], strict=False))
 

@@ -142,6 +142,9 @@ class Fabric:
     as_of: str
     aliases: tuple[str, ...] = ()
     notes: str = ""
+    # scale-out only: the deduplicated MoE dispatch's internode rate (every (token, node hit)
+    # pair, the own node's included) as a share of the line rate; nan = not measured (#12)
+    moe_dispatch_logical_share: float = float("nan")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -448,6 +451,8 @@ class Hardware:
     # Exponentials per second of the special-function units (catalog exp_tera_per_s); inf
     # where the catalog has no figure (no exponential term in the attention time).
     exp_per_s: Any = float("inf")
+    # The scale-out fabric's `moe_dispatch_logical_share` (nan = none measured: no bound).
+    scale_out_dispatch_share: Any = float("nan")
 
 
 def _bitmask(value: Any, names: tuple[str, ...], what: str, hint: str) -> int:

@@ -303,28 +303,58 @@ def a2a_token_copies(n: Any, n_inner: Any, experts: int, k: int, dedup: Any = Tr
             np.where(dedup, outer, k * (n - n_in) / n))
 
 
-def moe_dispatch_s(token_bytes: Any, n: Any, n_inner: Any, experts: int, k: int,
-                   bw_inner: Any, alpha_inner: Any, bw_outer: Any, alpha_outer: Any,
-                   dedup: Any = True) -> Any:
-    """One dispatch (or combine): `token_bytes` = the rank's tokens x hidden x element bytes;
-    the scale-up and scale-out sends run at once (`hierarchical_all_to_all_s`), with one
-    latency per scale-up peer and per remote domain."""
-    inner, outer = a2a_token_copies(n, n_inner, experts, k, dedup)
+def dispatch_logical_bw(line_bytes_per_s: Any, share: Any) -> Any:
+    """The deduplicated dispatch's internode pipeline rate per GPU: the fabric's
+    `moe_dispatch_logical_share` x its line rate; inf (no bound) where none is measured (nan)."""
+    share = np.asarray(share, dtype=float)
+    with np.errstate(invalid="ignore"):
+        bw = share * np.asarray(line_bytes_per_s, dtype=float)
+    return np.where(np.isnan(share), np.inf, bw)
+
+
+def a2a_logical_copies(n: Any, n_inner: Any, experts: int, k: int) -> Any:
+    """Expected (token, scale-up domain hit) pairs of one token, the sender's own domain
+    included: G (1 - C(E - E n_inner/n, k) / C(E, k)) for G = n / n_inner > 1 domains, else 0.
+    What the deduplicated dispatch's internode pipeline moves (DeepEP and HybridEP route the
+    own node's tokens through it too; their benchmarks count these bytes as "RDMA"/"IB"
+    bandwidth: DeepEP tests/test_internode.py `num_rdma_token_sent`, HybridEP tests/utils.py
+    `count_rdma_send_from_routing_map`, "we do not set the local node map to zeros")."""
     n = np.asarray(n, dtype=float)
     n_in = np.clip(np.asarray(n_inner, dtype=float), 1.0, n)
-    t = np.maximum(_transfer_s(inner, token_bytes, bw_inner),
-                   _transfer_s(outer, token_bytes, bw_outer))
+    if not k or experts <= 0:
+        return np.zeros_like(n)
+    domains = n / n_in
+    hit = 1.0 - _none_chosen(experts, k, experts * n_in / n)
+    return np.where(domains > 1.0, domains * hit, 0.0)
+
+
+def moe_dispatch_s(token_bytes: Any, n: Any, n_inner: Any, experts: int, k: int,
+                   bw_inner: Any, alpha_inner: Any, bw_outer: Any, alpha_outer: Any,
+                   dedup: Any = True, bw_logical: Any = np.inf) -> Any:
+    """One dispatch (or combine): `token_bytes` = the rank's tokens x hidden x element bytes;
+    the scale-up and scale-out sends run at once (`hierarchical_all_to_all_s`), with one
+    latency per scale-up peer and per remote domain. A deduplicated dispatch over more than
+    one domain is also bounded by its internode pipeline: `a2a_logical_copies` x bytes at
+    `bw_logical` (per GPU; inf = no bound, the default)."""
+    inner, outer = a2a_token_copies(n, n_inner, experts, k, dedup)
+    logical = np.where(dedup, a2a_logical_copies(n, n_inner, experts, k), 0.0)
+    n = np.asarray(n, dtype=float)
+    n_in = np.clip(np.asarray(n_inner, dtype=float), 1.0, n)
+    t = np.maximum(np.maximum(_transfer_s(inner, token_bytes, bw_inner),
+                              _transfer_s(outer, token_bytes, bw_outer)),
+                   _transfer_s(logical, token_bytes, bw_logical))
     lat = np.where(n > 1, (n_in - 1.0) * alpha_inner + (n / n_in - 1.0) * alpha_outer, 0.0)
     return t + lat
 
 
 def moe_all_to_all_s(token_bytes: Any, n: Any, n_inner: Any, experts: int, k: int,
                      moe_layers: Any, microbatches: Any, bw_inner: Any, alpha_inner: Any,
-                     bw_outer: Any, alpha_outer: Any, dedup: Any = True) -> Any:
+                     bw_outer: Any, alpha_outer: Any, dedup: Any = True,
+                     bw_logical: Any = np.inf) -> Any:
     """MoE token traffic per step: dispatch and combine, forward and backward (4 per MoE layer
     per micro-batch; GShard, arXiv 2006.16668), each `moe_dispatch_s`."""
     one = moe_dispatch_s(token_bytes, n, n_inner, experts, k, bw_inner, alpha_inner, bw_outer,
-                         alpha_outer, dedup)
+                         alpha_outer, dedup, bw_logical)
     return 4.0 * one * moe_layers * microbatches
 
 

@@ -176,6 +176,7 @@ class _Ctx(LayoutArrays):
     a_up: Any
     out: Any  # scale-out bandwidth per GPU x comm.NET_EFFICIENCY
     a_out: Any
+    logical: Any  # the flex dispatch's internode pipeline rate per GPU (inf = no bound)
     schedule: Any  # code into spec.SCHEDULES
     dedup: Any  # deduplicated MoE dispatch (spec.moe_dedup)
 
@@ -200,6 +201,8 @@ def _context(layout: Layout, hw: Hardware) -> _Ctx:
                 up=f(hw.scale_up_bytes_per_s), a_up=f(hw.scale_up_latency_s),
                 out=f(hw.scale_out_bytes_per_s) * comm.NET_EFFICIENCY,
                 a_out=f(hw.scale_out_latency_s),
+                logical=comm.dispatch_logical_bw(f(hw.scale_out_bytes_per_s),
+                                                 getattr(hw, "scale_out_dispatch_share", np.nan)),
                 schedule=np.asarray(getattr(layout, "schedule", 0)),
                 dedup=moe_dedup(np.asarray(getattr(layout, "moe_dispatcher", 0)),
                                 np.asarray(getattr(layout, "stack", 0))))
@@ -313,7 +316,7 @@ def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any, tp_overlap: 
     ep_in = comm.ranks_inside(c.tp * c.cp, c.ep, c.domain)
     ep = comm.moe_all_to_all_s(act_layer / c.tp * MOE_LOAD_IMBALANCE, c.ep, ep_in,
                                model.experts, k, model.moe_layers * lps / model.layers, c.m,
-                               c.up, c.a_up, c.out, c.a_out, c.dedup)
+                               c.up, c.a_up, c.out, c.a_out, c.dedup, c.logical)
 
     bw, a = c.link(c.tp * c.cp * c.dp * c.pp)  # scale-out once the job leaves one domain
     pp = comm.pp_comm_s(act_layer / c.tp, c.pp, c.vpp, c.m, bw, a)  # scatter-gather (Megatron)

@@ -53,7 +53,7 @@ _LAYOUT = (("tp", "tp"), ("pp", "pp"), ("dp", "dp"), ("cp", "cp"), ("ep", "ep"),
 _HW = ("scale_up_domain", "scale_up_bytes_per_s", "scale_up_latency_s", "scale_out_bytes_per_s",
        "scale_out_latency_s", "memory_bandwidth_bytes_per_s", "peak_flops")
 _LAYOUT_NAMES = tuple(n for _, n in _LAYOUT)
-_HW_ALL = (*_HW, "host_bytes_per_s", "exp_per_s")
+_HW_ALL = (*_HW, "host_bytes_per_s", "exp_per_s", "scale_out_dispatch_share")
 
 
 _PLAIN = (int, float, bool)
@@ -108,6 +108,8 @@ def _read(layout: Any, hw: Any) -> dict[str, Any]:
         c["peak"], c["peak16"] = p, (p / 2.0 if c["prec"] == FP8 else p)
     for k, n in zip(("domain", "up", "a_up", "out", "a_out", "hbm"), _HW, strict=False):
         c[k] = _f(getattr(hw, n))
+    share = _f(getattr(hw, "scale_out_dispatch_share", math.nan))
+    c["logical"] = INF if share != share else share * c["out"]  # comm.dispatch_logical_bw
     c["out"] = c["out"] * comm.NET_EFFICIENCY
     c["host_bw"] = _f(getattr(hw, "host_bytes_per_s", math.nan))
     c["exp"] = _f(getattr(hw, "exp_per_s", INF))
@@ -196,17 +198,22 @@ def _none_chosen(experts: int, k: int, x: float) -> float:
 
 def _dispatch(token_bytes: float, n: float, n_in: float, experts: int, k: int,
               c: dict[str, Any]) -> float:
-    """comm.moe_dispatch_s (with comm.a2a_token_copies)."""
+    """comm.moe_dispatch_s (with comm.a2a_token_copies and comm.a2a_logical_copies)."""
     n_in = s1.clip(n_in, 1.0, n)
+    logical = 0.0
     if not k or experts <= 0:
         inner = outer = 0.0
     elif not moe_dedup(c["disp"], c["stack"]):
         inner, outer = k * (n_in - 1.0) / n, k * (n - n_in) / n
     else:
         domains = n / n_in
-        outer = (domains - 1.0) * (1.0 - _none_chosen(experts, k, experts * n_in / n))
+        hit = 1.0 - _none_chosen(experts, k, experts * n_in / n)
+        outer = (domains - 1.0) * hit
         inner = domains * (n_in - 1.0) * (1.0 - _none_chosen(experts, k, experts / n))
-    t = mx(s1.transfer(inner, token_bytes, c["up"]), s1.transfer(outer, token_bytes, c["out"]))
+        logical = domains * hit if domains > 1.0 else 0.0
+    t = mx(mx(s1.transfer(inner, token_bytes, c["up"]),
+              s1.transfer(outer, token_bytes, c["out"])),
+           s1.transfer(logical, token_bytes, c["logical"]))
     lat = (n_in - 1.0) * c["a_up"] + (n / n_in - 1.0) * c["a_out"] if n > 1 else 0.0
     return t + lat
 

@@ -83,7 +83,7 @@ def hardware_table(cat: Catalog, rows: list[tuple[Accelerator | str,
         "memory_bytes", "memory_bandwidth_bytes_per_s", "peak", "scale_up_bytes_per_s",
         "scale_up_latency_s", "scale_up_domain", "scale_out_bytes_per_s", "scale_out_latency_s",
         "gpus_per_node", "tdp_watts", "family", "host_memory_bytes", "host_bytes_per_s",
-        "exp_per_s")}
+        "exp_per_s", "scale_out_dispatch_share")}
     for accelerator, platform in rows:
         acc = _accelerator(cat, accelerator)
         plat = platform_of(cat, acc, platform)
@@ -103,6 +103,7 @@ def hardware_table(cat: Catalog, rows: list[tuple[Accelerator | str,
         cols["host_memory_bytes"].append(host_memory_per_gpu(cat, acc, plat))
         host = cat.fabrics.get(acc.host_interface)
         cols["host_bytes_per_s"].append(host.bytes_per_s_per_direction if host else np.nan)
+        cols["scale_out_dispatch_share"].append(plat.scale_out_dispatch_share)
     peak = np.array(cols.pop("peak"), dtype=float).reshape(len(rows), len(PRECISIONS))
     family = np.array(cols.pop("family"), dtype=object)
     arrays = {k: np.array(v, dtype=float) for k, v in cols.items()}

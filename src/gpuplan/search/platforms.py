@@ -39,6 +39,8 @@ class Platform:
     scale_up_domain: int
     scale_out_bytes_per_s: float  # per GPU, per direction
     scale_out_latency_s: float = DEFAULT_LATENCY_S
+    # the scale-out fabric's moe_dispatch_logical_share (nan = not measured), #12
+    scale_out_dispatch_share: float = float("nan")
     id: str = "custom"  # offer id, system id, '<gpu>-default-node' or 'custom' (by hand)
     acquisition: str = "own"  # 'cloud' or 'own'
     accelerator: Accelerator | None = None  # None only for a platform given by hand
@@ -49,10 +51,10 @@ class Platform:
     prices: dict[str, float] = field(default_factory=dict)
 
     @property
-    def physics_key(self) -> tuple[str, int, int, float, float]:
+    def physics_key(self) -> tuple[str, int, int, float, float, str]:
         return (self.accelerator.id if self.accelerator else "", self.gpus_per_node,
                 self.scale_up_domain, round(self.scale_out_bytes_per_s, 3),
-                round(self.scale_out_latency_s, 9))
+                round(self.scale_out_latency_s, 9), repr(self.scale_out_dispatch_share))
 
     @property
     def label(self) -> str:
@@ -139,6 +141,8 @@ def system_platform(cat: Catalog, s: System) -> Platform:
                     gpus_per_node=s.gpus_per_node, scale_up_domain=s.scale_up_domain,
                     scale_out_bytes_per_s=per_gpu,
                     scale_out_latency_s=fab.latency_s if fab else DEFAULT_LATENCY_S, system=s,
+                    scale_out_dispatch_share=fab.moe_dispatch_logical_share if fab
+                    else float("nan"),
                     max_gpus=s.gpus_per_node if single_box(s) else 0)
 
 
@@ -157,7 +161,9 @@ def default_platform(cat: Catalog, acc: Accelerator) -> Platform:
                     gpus_per_node=DEFAULT_GPUS_PER_NODE, scale_up_domain=DEFAULT_GPUS_PER_NODE,
                     scale_out_bytes_per_s=nic.bytes_per_s_per_direction if nic
                     else DEFAULT_NIC_BYTES_PER_S,
-                    scale_out_latency_s=nic.latency_s if nic else DEFAULT_LATENCY_S)
+                    scale_out_latency_s=nic.latency_s if nic else DEFAULT_LATENCY_S,
+                    scale_out_dispatch_share=nic.moe_dispatch_logical_share if nic
+                    else float("nan"))
 
 
 def platform_of(cat: Catalog, acc: Accelerator, where: System | Offer | Platform | None
