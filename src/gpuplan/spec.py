@@ -143,8 +143,8 @@ class Fabric:
     aliases: tuple[str, ...] = ()
     notes: str = ""
     # scale-out only: the deduplicated MoE dispatch's internode rate (every (token, node hit)
-    # pair, the own node's included) as a share of the line rate; nan = not measured (#12)
-    moe_dispatch_logical_share: float = float("nan")
+    # pair, the own node's included) as a share of the line rate; None = not measured (#12)
+    moe_dispatch_logical_share: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..catalog import Catalog
 from ..errors import ConfigError
-from ..spec import PRICING, Accelerator, Offer, System
+from ..spec import PRICING, Accelerator, Fabric, Offer, System
 
 DEFAULT_GPUS_PER_NODE = 8
 DEFAULT_NIC_FABRIC = "roce-100g"
@@ -132,6 +132,12 @@ def single_box(system: System) -> bool:
     return system.nics_per_node == 0 and not system.scale_out_fabric
 
 
+def dispatch_share(fab: Fabric | None) -> float:
+    """A scale-out fabric's moe_dispatch_logical_share; nan when it has none (no bound)."""
+    share = fab.moe_dispatch_logical_share if fab is not None else None
+    return float("nan") if share is None else float(share)
+
+
 def system_platform(cat: Catalog, s: System) -> Platform:
     fab = cat.fabrics.get(s.scale_out_fabric)
     nics = s.nics_per_node or s.gpus_per_node
@@ -141,8 +147,7 @@ def system_platform(cat: Catalog, s: System) -> Platform:
                     gpus_per_node=s.gpus_per_node, scale_up_domain=s.scale_up_domain,
                     scale_out_bytes_per_s=per_gpu,
                     scale_out_latency_s=fab.latency_s if fab else DEFAULT_LATENCY_S, system=s,
-                    scale_out_dispatch_share=fab.moe_dispatch_logical_share if fab
-                    else float("nan"),
+                    scale_out_dispatch_share=dispatch_share(fab),
                     max_gpus=s.gpus_per_node if single_box(s) else 0)
 
 
@@ -162,8 +167,7 @@ def default_platform(cat: Catalog, acc: Accelerator) -> Platform:
                     scale_out_bytes_per_s=nic.bytes_per_s_per_direction if nic
                     else DEFAULT_NIC_BYTES_PER_S,
                     scale_out_latency_s=nic.latency_s if nic else DEFAULT_LATENCY_S,
-                    scale_out_dispatch_share=nic.moe_dispatch_logical_share if nic
-                    else float("nan"))
+                    scale_out_dispatch_share=dispatch_share(nic))
 
 
 def platform_of(cat: Catalog, acc: Accelerator, where: System | Offer | Platform | None
