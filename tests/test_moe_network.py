@@ -164,6 +164,14 @@ def test_a_fabric_without_a_dispatch_figure_has_no_pipeline_bound(cat):
     assert cat.fabrics["ib-xdr"].moe_dispatch_logical_share is None
     assert float(comm.dispatch_logical_bw(100e9, float("nan"))) == np.inf
     assert float(comm.dispatch_logical_bw(50e9, 1.08)) == pytest.approx(54e9, rel=1e-12)
+    # the catalog carries it to the hardware of a system on that fabric, and not elsewhere
+    share = cat.fabrics["ib-ndr"].moe_dispatch_logical_share
+    assert float(hardware_for(cat, "h100-sxm", precision="bf16",
+                              system="dgx-h100").scale_out_dispatch_share[0]) == share
+    assert share == pytest.approx(2 / (1 / 54.47 + 1 / 53.35) / 50, abs=0.005)
+    offer = next(o.id for o in cat.offers.values() if o.accelerator == "h100-sxm")
+    assert np.isnan(hardware_for(cat, "h100-sxm", precision="bf16",
+                                 offer=offer).scale_out_dispatch_share[0])
 
 
 # --- scaling facts ----------------------------------------------------------------------------

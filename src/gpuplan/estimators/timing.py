@@ -19,7 +19,10 @@ Narayanan et al. 2021 (arXiv 2104.04473, section 2.2.2), or DualPipe's (`_bubble
 Layout.schedule). The MoE all-to-all (deduplicated by the flex dispatcher or one copy per routed
 expert, Layout.moe_dispatcher; comm.moe_all_to_all_s) is exposed under 1F1B and hidden under
 DualPipe and under 1F1B with Megatron-Core's all-to-all overlap (schedule 1f1b-a2a,
-comm.EP_OVERLAP_A2A). The scale-out link runs at comm.NET_EFFICIENCY of the NIC; the DP
+comm.EP_OVERLAP_A2A); across scale-up domains the deduplicated dispatch is also bounded by
+its internode pipeline (comm.a2a_logical_copies at the fabric's moe_dispatch_logical_share of
+the line rate, Hardware.scale_out_dispatch_share). The scale-out link runs at
+comm.NET_EFFICIENCY of the NIC; the DP
 reduction (in buckets) hides only behind the last micro-batch's backward
 (`_data_parallel_comm`); overhead_s adds the per-step scalar syncs (`_step_sync_s`).
 `timing_one.step_time_one` evaluates the same model for one configuration in Python floats.
