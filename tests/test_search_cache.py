@@ -328,8 +328,32 @@ def test_a_broken_bound_falls_back_to_timing_every_row(monkeypatch):
     assert prune.stats.fell_back
 
 
+@pytest.fixture
+def forks(monkeypatch):
+    """The pids os.fork returned here, with forking allowed: split.run_parts does not fork in
+    a process with other Python threads (a deadlock risk), and an earlier test of this session
+    may have left one (a web test client's portal thread); the children these tests fork run
+    only pure computation and pickling, so the guard is lifted for them, and each test asserts
+    that it really forked, so that none passes by running every part here."""
+    import os
+    import threading
+
+    pids: list[int] = []
+    fork = os.fork
+
+    def recorded():
+        pid = fork()
+        if pid:
+            pids.append(pid)
+        return pid
+
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(os, "fork", recorded)
+    return pids
+
+
 @pytest.mark.parametrize("ask", PRUNE_CASES[:2], ids=[c["model"] for c in PRUNE_CASES[:2]])
-def test_split_search_equals_one_process(monkeypatch, ask):
+def test_split_search_equals_one_process(monkeypatch, forks, ask):
     """`workers=2` (GPU counts dealt to a forked child and this process, joined) gives the
     plan of one process, whole JSON; forced on these searches (split.MIN_ROWS = 0)."""
     from gpuplan.search import split
@@ -340,10 +364,10 @@ def test_split_search_equals_one_process(monkeypatch, ask):
     monkeypatch.setattr(split, "MIN_ROWS", 0)
     monkeypatch.setattr(split, "run_parts", lambda fn, n: calls.append(n) or original(fn, n))
     assert _json(api.plan(**ask, workers=2)) == one
-    assert calls == [2]
+    assert calls == [2] and len(forks) == 1
 
 
-def test_a_failed_child_part_is_computed_here():
+def test_a_failed_child_part_is_computed_here(forks):
     """A part whose forked child fails (raises, sends nothing) is computed in this process."""
     import os
 
@@ -357,6 +381,7 @@ def test_a_failed_child_part_is_computed_here():
         return i * 10
 
     assert split.run_parts(part, 3) == [0, 10, 20]
+    assert len(forks) == 2
 
 
 def test_dealt_counts_cover_every_count_once():
@@ -371,7 +396,7 @@ def test_dealt_counts_cover_every_count_once():
     assert all(p.size and np.all(np.diff(p) > 0) for p in parts)
 
 
-def test_a_failure_here_leaves_no_child(monkeypatch):
+def test_a_failure_here_leaves_no_child(forks):
     """When this process's part raises, the children are ended and reaped, and the error
     comes through."""
     import os
@@ -379,23 +404,14 @@ def test_a_failure_here_leaves_no_child(monkeypatch):
     from gpuplan.search import split
 
     here = os.getpid()
-    forked = []
-    fork = os.fork
-
-    def recorded():
-        pid = fork()
-        if pid:
-            forked.append(pid)
-        return pid
 
     def part(i):
         if os.getpid() == here:
             raise ValueError("here fails")
         return i
 
-    monkeypatch.setattr(os, "fork", recorded)
     with pytest.raises(ValueError, match="here fails"):
         split.run_parts(part, 2)
-    assert len(forked) == 1
+    assert len(forks) == 1
     with pytest.raises(ChildProcessError):
-        os.waitpid(forked[0], os.WNOHANG)  # already reaped
+        os.waitpid(forks[0], os.WNOHANG)  # already reaped
