@@ -85,7 +85,12 @@ def test_explicit_first_and_last_match_the_reference_loop(L, pp, first, last):
         return
     ref = reference_split(L, pp, 1, first, last)
     got = [float(x) for x in stage_layers(m, pp, 1, first, last)]
-    assert sum(ref) == L and min(ref) >= 1 - (pp == 2 and bool(first) and bool(last))
+    # the default split (first = last = 0) counts embedding and loss as a layer each, so with
+    # pp close to the layer count an end stage may hold no decoder layer (L 5, pp 4: 1,2,2,0),
+    # as test_vectorized_split_matches_the_reference_loop allows; explicit ends leave every stage
+    # one at least (but for pp 2 with both ends given)
+    least = 0 if not (first or last) else 1 - (pp == 2 and bool(first) and bool(last))
+    assert sum(ref) == L and min(ref) >= least
     assert (got[0], got[2]) == (ref[0], ref[-1])
     if pp >= 3:
         assert got[1] == max(ref[1:-1]) == ref[1]
