@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpuplan import api
@@ -76,6 +76,7 @@ def test_vectorized_split_matches_the_reference_loop(L, pp, vpp):
 
 @settings(max_examples=200, deadline=None)
 @given(st.integers(4, 130), st.integers(2, 24), st.integers(0, 130), st.integers(0, 130))
+@example(5, 4, 0, 0)  # the default split leaves the last stage no decoder layer
 def test_explicit_first_and_last_match_the_reference_loop(L, pp, first, last):
     lay = Layout(pp=pp, first_stage_layers=first, last_stage_layers=last)
     m = model(L)
