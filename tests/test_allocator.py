@@ -93,3 +93,13 @@ def test_recorded_allocator_column():
         assert f"allocator {name}: Megatron-Bridge v0." in rows[rid]["notes"], rid
     assert recorded["mbridge2606-gb200-llama31-405b-256-fp8"] == "expandable"
     assert recorded["mbridge2604.01-gb200-llama3-70b-64-fp8"] == "caching"
+
+
+def test_allocator_flag_reaches_the_site(cat):
+    """`--allocator` (estimate and plan) is a site flag: the site carries the setting."""
+    from gpuplan import api
+
+    assert api._site(cat, {"allocator": "expandable"}).allocator == "expandable"
+    assert api._site(cat, {}).allocator == DEFAULT_ALLOCATOR
+    with pytest.raises(ConfigError):
+        api._site(cat, {"allocator": "cachin"})
