@@ -87,7 +87,7 @@ def test_recorded_allocator_column():
     of NOT_FIT (test_runs_fit.py) are recorded from their recipes."""
     rows = {r["id"]: r for r in load_runs()}
     recorded = {k: r["allocator"] for k, r in rows.items() if r.get("allocator", "").strip()}
-    assert len(recorded) >= 13
+    assert len(recorded) >= 100  # the Megatron-Bridge rows of four known models
     for rid, name in recorded.items():
         assert name in ALLOCATORS, rid
         assert f"allocator {name}: Megatron-Bridge v0." in rows[rid]["notes"], rid
