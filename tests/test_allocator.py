@@ -103,3 +103,36 @@ def test_allocator_flag_reaches_the_site(cat):
     assert api._site(cat, {}).allocator == DEFAULT_ALLOCATOR
     with pytest.raises(ConfigError):
         api._site(cat, {"allocator": "cachin"})
+
+
+def test_catalog_expandable_at_most_caching(cat):
+    """The data's side of the property: site.toml's expandable margin <= its caching margin."""
+    assert _fraction("expandable") <= _fraction("caching")
+    assert cat.site_value("allocator_fragmentation_expandable") == _fraction("expandable")
+
+
+def test_run_fit_applies_the_runs_allocator(cat):
+    """The validation's memory fit uses the allocator recorded for the run: on a catalog whose
+    expandable margin is half the caching one, the 405B GB200 run (recorded expandable) reserves
+    its tensors x (1 + the expandable margin), and x (1 + caching) with the column empty
+    (rel 1e-9: float rounding of the same sums)."""
+    from dataclasses import replace
+
+    from gpuplan.calibrate.memory_fit import memory_options, run_fit
+    from gpuplan.validation import run_spec
+
+    site = dict(cat.site)
+    key = "allocator_fragmentation_expandable"
+    site[key] = replace(site[key], value=_fraction("caching") / 2)
+    half = replace(cat, site=site)
+    row = {r["id"]: r for r in load_runs()}["mbridge2606-gb200-llama31-405b-256-fp8"]
+    rs = run_spec(half, row)
+    gpu = half.accelerators[row["gpu"]]
+    fits = {}
+    for alloc in ("expandable", ""):
+        opts = memory_options({**row, "allocator": alloc})
+        fits[alloc] = run_fit(half, rs.model, rs.layout, int(rs.layout.gpus),
+                              gpu.memory_bytes, options=opts, gpu=gpu)
+    f_exp, f_def = _fraction("caching") / 2, _fraction("caching")
+    tensors = fits[""].reserved_gib / (1 + f_def)
+    assert fits["expandable"].reserved_gib == pytest.approx(tensors * (1 + f_exp), rel=1e-9)
