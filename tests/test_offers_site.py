@@ -179,7 +179,8 @@ SITE_RANGES = {
     "checkpoint_bytes_per_s_per_node": (1e8, 1e11),  # 0.1-100 GB/s
     "restart_s": (30, 7200),
     "runtime_overhead_gib": (0.2, 8.0),
-    "allocator_fragmentation_fraction": (0.0, 0.5),
+    "allocator_fragmentation_caching": (0.0, 1.0),  # reserved - allocated, x allocated
+    "allocator_fragmentation_expandable": (0.0, 1.0),
     "reserved_reuse_utilization": (0.0, 1.0),
     "utilization": (0.05, 1.0),
     "usd_per_cny": (0.10, 0.20),  # 5-10 CNY per USD (a CNY-per-USD slip would read ~7)

@@ -40,10 +40,13 @@ from gpuplan.validation import load_runs, run_spec, validate_runs
 # 405B run 186.4 GiB (was 193.0), the GB200 70B one 192.6 (was 193.7), GB300 272.5 (was 273.6).
 # The root (embedding, LM head) is no Transformer Engine module, so it stays 16-bit with no FP8
 # copies under FP8 (Megatron-LM gpt_model.py): the 70B runs 194.8 on GB200 and 274.6 on GB300.
-# What is left (over by 1.4 and 9.8 GiB) is inside the allocator margin (10% of the tensors,
-# a judgement: 16.8 and 17.6 GiB) that Megatron-Bridge's perf scripts shrink with
-# PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (405B run; not for Megatron FSDP Llama),
-# and no source gives a figure for it.
+# What is left (over by 1.4 and 9.8 GiB) is inside the allocator margin (16.8 and 17.6 GiB).
+# Each run's allocator setting is recorded from its recipe (published_runs.csv column allocator:
+# the 405B run expandable_segments, Megatron-Bridge v0.5.0 PERF_ENV_VARS; the 70B Megatron FSDP
+# run the default caching allocator, v0.4.x), but both settings' margins are still the 10%
+# judgement: the measured values by the rule of docs/calibration.md (STAlloc artifact: 0.58 and
+# 0.29, full recompute + ZeRO + offload workloads) were tried and not adopted (memory median
+# 6.6% -> 34.6%); with them these runs would need about 218 and 279 GiB.
 NOT_FIT = {
     "mbridge2606-gb200-llama31-405b-256-fp8": "186.4 / 185.0 GiB, recorded (no recompute, no "
     "offload, bf16 grad reduce, TE in-place loss on the last stage only, FP8 current scaling: "

@@ -65,7 +65,9 @@ SITE_FLAGS = {"utilization": "utilization", "years": "years",
 # the site flags whose `search.inputs.check_input` rule has another name (tco's flag)
 SITE_RULES = {"grid_intensity": "grid", "interruptions": "spot_rate"}
 MODEL_FLAGS = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "mlp", "tied_embeddings")
-ESTIMATE_FLAGS = (*SITE_FLAGS, *MODEL_FLAGS)  # the keywords `estimate` and `plan` take as flags
+ALLOCATOR_FLAG = "allocator"  # a name (search.evaluate.ALLOCATORS), not a number: apart
+# the keywords `estimate` and `plan` take as flags
+ESTIMATE_FLAGS = (*SITE_FLAGS, ALLOCATOR_FLAG, *MODEL_FLAGS)
 
 
 def _catalog(catalog: Catalog | str | Sequence[str] | None) -> Catalog:
@@ -109,9 +111,9 @@ def _site(cat: Catalog, flags: dict[str, Any], scen: dict[str, Any] | None = Non
 def _site_overrides(flags: dict[str, Any]) -> dict[str, float | None]:
     """The site flags given, as `evaluate.Site` fields (None where not given), each checked by
     the rule `gpuplan tco` applies to the same input (`search.inputs.check_input`)."""
-    return {field: None if flags.get(flag) is None else
-            check_input(SITE_RULES.get(flag, flag), flags[flag], "--" + flag.replace("_", "-"))
-            for flag, field in SITE_FLAGS.items()}
+    return {**{field: None if flags.get(flag) is None else
+                check_input(SITE_RULES.get(flag, flag), flags[flag], "--" + flag.replace("_", "-"))
+                for flag, field in SITE_FLAGS.items()}, ALLOCATOR_FLAG: flags.get(ALLOCATOR_FLAG)}
 
 
 def _tokens(tokens: str | float | None) -> float | None:
@@ -379,7 +381,7 @@ def plan(*, model: str | ModelSpec | None = None, tokens: str | float | None = N
     from .search.plan import search
 
     t0 = time.perf_counter()
-    _check_flags(flags, [*SITE_FLAGS, *MODEL_FLAGS])
+    _check_flags(flags, [*SITE_FLAGS, ALLOCATOR_FLAG, *MODEL_FLAGS])
     cat = _catalog(catalog)
     a = dict(locals())
     scen = scn.load(cat, scenario, "gpuplan plan --help")

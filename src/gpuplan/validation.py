@@ -103,7 +103,7 @@ class RunSpec:
     gpu: str
     stack: str = "megatron"  # the run's software stack (column `stack`)
     group: str = "megatron"  # its calibration group (`stack_group`)
-    memory_options: tuple[str | None, ...] = (None,) * 5  # memory_fit.memory_options
+    memory_options: tuple[str | None, ...] = (None,) * 6  # memory_fit.memory_options
 
 
 def load_runs() -> list[dict[str, str]]:

@@ -20,7 +20,7 @@ import numpy as np
 from ..catalog import Catalog
 from ..errors import CatalogError, GpuplanError
 from ..estimators.buffers import LEGACY
-from ..search.evaluate import memory_per_gpu, site_from_catalog
+from ..search.evaluate import memory_per_gpu, site_from_catalog, with_allocator
 from ..search.single import with_grad_reduce, with_memory_options
 from ..spec import Accelerator, Layout, ModelSpec, modules_code, offload_code
 from ..units import GiB
@@ -39,17 +39,19 @@ class MemoryFit:
 
 
 def run_fit(cat: Catalog, model: ModelSpec, layout: Layout, gpus: int, capacity_bytes: float,
-            options: tuple[str | None, ...] = (None, None, None, None, None),
+            options: tuple[str | None, ...] = (None,) * 6,
             gpu: Accelerator | None = None) -> MemoryFit:
-    """`options`: (grad reduce dtype, moments dtype, activation cache, loss, FP8 recipe); None
-    = the stack's (`search.single.with_grad_reduce` / `with_memory_options`, as `gpuplan
-    estimate`); loss 'fused' or 'inplace': the loss keeps only the 16-bit logits
-    (`LOSS_SOURCES`); the FP8 recipe (`fp8_recipe`) on `gpu` (its `fp8_gemm_any_layout`)."""
+    """`options`: (grad reduce dtype, moments dtype, activation cache, loss, FP8 recipe,
+    allocator); None = the stack's (`search.single.with_grad_reduce` / `with_memory_options`,
+    as `gpuplan estimate`); loss 'fused' or 'inplace': the loss keeps only the 16-bit logits
+    (`LOSS_SOURCES`); the FP8 recipe (`fp8_recipe`) on `gpu` (its `fp8_gemm_any_layout`); the
+    allocator setting (`search.evaluate.ALLOCATORS`, None: the default) sets the margin."""
     cap = float(capacity_bytes) / GiB
     try:
         layout.check(model, gpus)
-        grad, moments, cache, loss, recipe = (*options, None, None, None, None, None)[:5]
-        site = with_memory_options(with_grad_reduce(site_from_catalog(cat), grad), layout,
+        grad, moments, cache, loss, recipe, alloc = (*options, *(None,) * 6)[:6]
+        site = with_allocator(cat, site_from_catalog(cat), alloc)
+        site = with_memory_options(with_grad_reduce(site, grad), layout,
                                    moments, cache, None, recipe, gpu=gpu)
         if loss in ("fused", "inplace"):
             sb = site.stack_buffers or LEGACY
@@ -165,10 +167,13 @@ def fp8_recipe(row: dict[str, str]) -> str | None:
 
 
 def memory_options(row: dict[str, str]) -> tuple[str | None, ...]:
-    """(grad reduce dtype, moments dtype, activation cache, loss, FP8 recipe) of a row; None =
-    the stack's."""
+    """(grad reduce dtype, moments dtype, activation cache, loss, FP8 recipe, allocator) of a
+    row; None = the stack's (the allocator: the default, `search.evaluate.DEFAULT_ALLOCATOR`).
+    The allocator column records the run's PYTORCH_CUDA_ALLOC_CONF from its recipe, with the
+    locator in the notes ('expandable' = expandable_segments:True)."""
     grad, moments, cache = (row.get(k, "").strip() or None for k in MEMORY_OPTIONS)
-    return grad, moments, cache, loss_option(row), fp8_recipe(row)
+    alloc = row.get("allocator", "").strip() or None
+    return grad, moments, cache, loss_option(row), fp8_recipe(row), alloc
 
 
 def int_field(row: dict[str, str], key: str, default: int = 0) -> int:

@@ -215,7 +215,8 @@ SITE_VALUES: dict[str, Field] = {
     "checkpoint_bytes_per_s_per_node": pos(),
     "restart_s": num(),
     "runtime_overhead_gib": num(high=1e6),
-    "allocator_fragmentation_fraction": fraction(),
+    "allocator_fragmentation_caching": fraction(),
+    "allocator_fragmentation_expandable": fraction(),
     "reserved_reuse_utilization": fraction(),
     "utilization": fraction(above=True),
     "usd_per_cny": pos(high=1e6),  # converts China-region CNY list prices (offers.toml)

@@ -60,10 +60,14 @@ def add_site_options(p: argparse.ArgumentParser) -> None:
                    help="spot interruptions per instance-hour")
     g.add_argument("--reuse", type=fraction,
                    help="utilization at which an unused commitment is reused by others")
+    g.add_argument("--allocator", metavar="NAME",
+                   help="PyTorch CUDA allocator setting, whose margin reserved - allocated "
+                   "is in `gpuplan catalog site`: caching (default, PyTorch's) or expandable "
+                   "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)")
 
 
 SITE_FLAGS = ("utilization", "years", "electricity", "pue", "grid_intensity", "interruptions",
-              "reuse")
+              "reuse", "allocator")
 
 
 def site_args(args: argparse.Namespace) -> dict[str, float | None]:

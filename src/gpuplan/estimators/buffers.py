@@ -91,7 +91,7 @@ table is given (the torch harness, tests of the bare formulas).
 Allocated vs reserved (PyTorch CUDA semantics, https://pytorch.org/docs/stable/notes/cuda.html):
 `allocated` is what the tensors need (torch.cuda.max_memory_allocated); the caching allocator
 reserves more (`reserved`, torch.cuda.max_memory_reserved, what torchtitan logs): the margin is
-the site's `allocator_fragmentation_fraction` of allocated; the CUDA context, cuBLAS workspaces
+the site's `allocator_fragmentation_<setting>` of allocated; the CUDA context, cuBLAS workspaces
 and NCCL buffers (`runtime_overhead_gib`) sit outside the allocator, so what nvidia-smi shows is
 reserved + runtime context = `total`.
 """

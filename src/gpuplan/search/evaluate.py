@@ -47,6 +47,7 @@ class Site:
     staff_usd_per_gpu_year: float
     residual_value_fraction: float
     host_load_factor: float | None = None  # None: the GPU load factor
+    allocator: str = "caching"  # ALLOCATORS: whose margin `fragmentation` is
     stack_buffers: Any = None  # estimators.buffers.StackBuffers of [memory.STACK]; None: LEGACY
     given: frozenset[str] = frozenset()  # fields the user set (a flag or a scenario)
 
@@ -56,12 +57,38 @@ class Site:
         return self.gpu_load_factor if self.host_load_factor is None else self.host_load_factor
 
 
-def site_from_catalog(cat: Catalog, **overrides: float | None) -> Site:
-    """Catalog site defaults with the non-None overrides applied."""
+# The PyTorch CUDA caching allocator's settings, each with its margin (reserved - allocated, as
+# a fraction of allocated) in data/site.toml `allocator_fragmentation_<name>` (docs/calibration.md
+# 'Allocator margin per allocator setting'): 'caching' is PyTorch's default, 'expandable' is
+# PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (pytorch/pytorch PR #96995).
+ALLOCATORS = ("caching", "expandable")
+DEFAULT_ALLOCATOR = "caching"
+
+
+def allocator_fraction(cat: Catalog, allocator: str | None) -> float:
+    """The catalog's allocator margin of `allocator` (None: DEFAULT_ALLOCATOR)."""
+    name = DEFAULT_ALLOCATOR if allocator is None else allocator
+    if name not in ALLOCATORS:
+        raise ConfigError(f"unknown allocator {name!r}: give caching (PyTorch's default) or "
+                          "expandable (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)")
+    return cat.site_value(f"allocator_fragmentation_{name}")
+
+
+def with_allocator(cat: Catalog, site: Site, allocator: str | None) -> Site:
+    """The site with the allocator setting `allocator` and its catalog margin (None: unchanged)."""
+    if allocator is None or allocator == site.allocator:
+        return site
+    return replace(site, allocator=allocator, fragmentation=allocator_fraction(cat, allocator))
+
+
+def site_from_catalog(cat: Catalog, allocator: str | None = None,
+                      **overrides: float | None) -> Site:
+    """Catalog site defaults with the non-None overrides applied; the allocator margin is the
+    catalog's for `allocator` (ALLOCATORS; None: DEFAULT_ALLOCATOR)."""
     v = cat.site_value
     values: dict[str, float] = {
         "runtime_overhead_bytes": v("runtime_overhead_gib") * GiB,
-        "fragmentation": v("allocator_fragmentation_fraction"),
+        "fragmentation": allocator_fraction(cat, allocator),
         "gpu_mtbf_hours": v("gpu_mtbf_hours"),
         "checkpoint_bytes_per_s_per_node": v("checkpoint_bytes_per_s_per_node"),
         "restart_s": v("restart_s"),
@@ -89,7 +116,8 @@ def site_from_catalog(cat: Catalog, **overrides: float | None) -> Site:
                           "give the share of hours it trains, e.g. 0.7")
     rows = cat.extra.get("memory")
     stacks = buffers.from_table(rows) if rows else None
-    return Site(**values, given=frozenset(given), stack_buffers=stacks)
+    return Site(**values, given=frozenset(given), stack_buffers=stacks,
+                allocator=DEFAULT_ALLOCATOR if allocator is None else allocator)
 
 
 def owned_site(system: System, site: Site) -> Site:

@@ -75,6 +75,10 @@ class LayoutInfo:
     ema: str = "none"
     # FP8: whether Transformer Engine keeps each weight's FP8 transpose (buffers.fp8_transpose)
     fp8_transpose: bool = True
+    # the PyTorch CUDA allocator setting (evaluate.ALLOCATORS) and its margin, reserved -
+    # allocated as a fraction of the tensors (data/site.toml allocator_fragmentation_<setting>)
+    allocator: str = "caching"
+    allocator_fraction: float = 0.0
     moe_dispatcher: str = "flex"  # the MoE dispatch used (spec.MOE_DISPATCHERS, auto resolved)
 
 

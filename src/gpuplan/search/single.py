@@ -401,7 +401,8 @@ def _memory_echo(layout: Layout, site: Site) -> dict[str, Any]:
     s = int(one(layout.stack))
     moments = _MOMENT_NAMES[float(sb.moment_bytes[s])]
     return dict(moments_dtype=moments, activation_cache="fp8" if sb.fp8_act_cache[s] else "stack",
-                ema=sb.ema[s], fp8_transpose=bool(sb.fp8_transpose[s]))
+                ema=sb.ema[s], fp8_transpose=bool(sb.fp8_transpose[s]),
+                allocator=site.allocator, allocator_fraction=float(site.fragmentation))
 
 
 def memory_buffers(mem: Any, layout: Layout, site: Site) -> tuple[tuple[str, float, str], ...]:
