@@ -44,7 +44,8 @@ NUMERIC = {"posint", "gpus", "degree", "tokens", "days", "money", "fraction", "p
 FINETUNE = {"--method": "method", "--lora-rank": "posint", "--lora-targets": "lora-targets",
             "--quant": "quant", "--samples": "samples", "--epochs": "epochs",
             "--padding-efficiency": "posfraction", "--stack": "stack", "--format": "format"}
-SITE = {"--utilization": "posfraction", "--years": "years", "--electricity": "nonneg",
+SITE = {"--allocator": "allocator", "--utilization": "posfraction", "--years": "years",
+        "--electricity": "nonneg",
         "--pue": "pue", "--grid-intensity": "nonneg", "--interruptions": "nonneg",
         "--reuse": "fraction"}
 PLAN = {"--tokens": "tokens", "--deadline-days": "days", "--budget-usd": "money",

@@ -81,6 +81,7 @@ GOOD: dict[str, tuple[str, ...]] = {
     "act-cache": ("stack", "fp8"),
     "ema": ("none", "gpu", "host"),
     "fp8-recipe": ("auto", "tensor", "mxfp8"),
+    "allocator": ("caching", "expandable"),
     "export": ("megatron", "torchtitan", "deepspeed", "torchrun", "slurm", "skypilot"),
     "id": ("h100-sxm", "dgx-h100", "ib-ndr", "aws-p5.48xlarge-us-east-1", "pue", "llama2-7b",
            "electricity_usd_per_kwh", "nvlink4"),
@@ -88,7 +89,7 @@ GOOD: dict[str, tuple[str, ...]] = {
 CHOICE_KINDS = {"pricing", "cloud-pricing", "scenario", "precision", "objective", "vendor",
                 "acquisition", "recompute", "optimizer", "zero", "gpu", "system", "model", "offer",
                 "stack", "grad-dtype", "method", "lora-targets", "quant", "format", "schedule",
-                "dispatcher", "act-cache", "ema", "fp8-recipe", "export"}
+                "dispatcher", "act-cache", "ema", "fp8-recipe", "export", "allocator"}
 # comma lists: each part must be one of these (an empty part is junk too)
 LIST_KINDS = {"offload": ("optimizer", "params", "grads", "activations"),
               "rmodules": ("core_attn", "mlp", "moe", "moe_act", "layernorm")}

@@ -81,10 +81,11 @@ def with_allocator(cat: Catalog, site: Site, allocator: str | None) -> Site:
     return replace(site, allocator=allocator, fragmentation=allocator_fraction(cat, allocator))
 
 
-def site_from_catalog(cat: Catalog, allocator: str | None = None,
-                      **overrides: float | None) -> Site:
-    """Catalog site defaults with the non-None overrides applied; the allocator margin is the
-    catalog's for `allocator` (ALLOCATORS; None: DEFAULT_ALLOCATOR)."""
+def site_from_catalog(cat: Catalog, **overrides: Any) -> Site:
+    """Catalog site defaults with the non-None overrides (numbers, by Site field) applied; the
+    allocator margin is the catalog's for the `allocator` override (a name in ALLOCATORS; None
+    or absent: DEFAULT_ALLOCATOR). One mapping carries both, as the flags give them."""
+    allocator: str | None = overrides.pop("allocator", None)
     v = cat.site_value
     values: dict[str, float] = {
         "runtime_overhead_bytes": v("runtime_overhead_gib") * GiB,
