@@ -40,7 +40,7 @@ def _none(found, cls: str, families: set[str] | None = None) -> None:
     assert not hits, f"{len(hits)} {cls}; first: {hits[0][0].show()} -> {hits[0][1]}"
 
 
-# --- classes fixed on this branch: hard assertions ------------------------------------------
+# --- classes fixed: hard assertions ---------------------------------------------------------
 def test_no_messy_errors(found):
     """Every error is one line of at most 400 characters (no echoed newline or 3,000 chars)."""
     _none(found, "messy_error")

@@ -1,4 +1,4 @@
-"""MoE token dispatch over the scale-out network (issue #12, helper k3).
+"""MoE token dispatch over the scale-out network (issue #12).
 
 The dispatch terms (`comm.a2a_token_copies`, `comm.moe_dispatch_s`) against an exhaustive
 enumeration of the routing and against DeepEP's published internode kernel figure, and the
