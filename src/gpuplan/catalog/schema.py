@@ -122,7 +122,7 @@ ROW_TABLES: dict[str, dict[str, Field]] = {
         "kind": text(choices=("scale-up", "scale-out", "host")),
         "gb_per_s_per_direction": pos(unit=GB, to="bytes_per_s_per_direction", high=1e7),
         "latency_us": num(unit=1e-6, to="latency_s", high=1e9),
-        "moe_dispatch_logical_share": num(False, high=4.0),
+        "moe_dispatch_logical_share": pos(False, high=4.0),  # a rate ratio: > 0
     },
     "system": {
         **COMMON,
