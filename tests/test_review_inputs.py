@@ -30,3 +30,36 @@ def test_a_zero_dispatch_share_is_one_line_not_a_missing_link(tmp_path):
     ok = _overlay(tmp_path, '[[fabric]]\nid = "ib-ndr"\nmoe_dispatch_logical_share = 0.5\n')
     e = gpuplan.estimate(catalog=load_catalog((ok,)), **MOE_FLEX)
     assert e.feasible and e.step_time_s > 0
+
+
+def test_the_allocator_setting_is_in_the_reproduce_lines(tmp_path):
+    """`--allocator expandable` set the memory margin but neither the plan rows' `reproduce`
+    line nor an exported estimate's header said so: with an expandable margin other than the
+    caching one (an overlay), the reproduced estimate disagreed with the row."""
+    import json
+    import shlex
+
+    from gpuplan.export import export, record_from
+    from gpuplan.report.estimate import to_json
+    from gpuplan.report.plan import reproduce
+
+    path = _overlay(tmp_path, "[site.allocator_fragmentation_expandable]\nvalue = 0.02\n")
+    cat = load_catalog((path,))
+    r = gpuplan.plan(model="llama3-8b", tokens="100B", gpu="h100-sxm", allocator="expandable",
+                     catalog=cat)
+    row = r.plans[0]
+    line = reproduce(r, row)
+    assert "--allocator expandable" in line
+    words = shlex.split(line)
+    args = dict(zip(words[2::2], words[3::2], strict=False))
+    e = gpuplan.estimate(model="llama3-8b", gpu=row.gpu, gpus=row.gpus, tp=row.tp, pp=row.pp,
+                         zero=row.zero, micro_batch=row.micro_batch,
+                         global_batch=row.global_batch, seq_len=row.seq_len,
+                         precision=row.precision, recompute=row.recompute,
+                         allocator=args["--allocator"], catalog=cat)
+    assert e.memory_gib.total == pytest.approx(row.memory_gib_per_gpu, rel=1e-9)
+    doc = json.loads(json.dumps(to_json(gpuplan.estimate(
+        model="llama3-8b", gpu="h100-sxm", gpus=8, tp=2, zero=1, recompute="full",
+        allocator="expandable"))))
+    rec, _ = record_from(doc)
+    assert "--allocator expandable" in export(rec, "megatron")

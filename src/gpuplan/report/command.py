@@ -45,7 +45,10 @@ def site_args(assumptions: Mapping[str, Any], pricing: str) -> dict[str, Any]:
         pairs = _SPOT
     elif pricing.startswith(("reserved", "savings-plan")):
         pairs = _COMMITTED
-    return {flag: assumptions[key] for key, flag in pairs if assumptions.get(key) is not None}
+    out = {flag: assumptions[key] for key, flag in pairs if assumptions.get(key) is not None}
+    if assumptions.get("allocator") not in (None, "caching"):  # every row's memory margin
+        out["allocator"] = assumptions["allocator"]
+    return out
 
 
 def model_args(model_id: str, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -99,7 +102,8 @@ def estimate_args(rec: Mapping[str, Any], *, model: Mapping[str, Any] | None = N
         out["system"] = rec["system"]
     if rec.get("pricing"):
         out["pricing"] = rec["pricing"]
-    out.update({k: number(v) for k, v in (site or {}).items() if v is not None})
+    out.update({k: v if isinstance(v, str) else number(v) for k, v in (site or {}).items()
+                if v is not None})
     if catalog:
         out["catalog"] = list(catalog)
     return out
@@ -114,6 +118,8 @@ def _run_options(rec: Mapping[str, Any]) -> dict[str, Any]:
            if rec.get(k) not in (None, default)}
     if rec.get("fp8_transpose") is False:  # only a per-tensor recipe drops it (buffers.py)
         out["fp8_recipe"] = "tensor"
+    if rec.get("allocator") not in (None, "caching"):  # the memory margin's setting
+        out["allocator"] = rec["allocator"]
     auto = "flex" if rec.get("stack", "megatron") in ("megatron", "nemo") else "alltoall"
     if rec.get("moe_dispatcher") not in (None, auto):
         out["moe_dispatcher"] = rec["moe_dispatcher"]

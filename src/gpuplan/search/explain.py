@@ -100,7 +100,8 @@ def assumptions(site: Site) -> Assumptions:
         commitment_reuse_utilization=site.reuse_utilization,
         spot_interruptions_per_instance_hour=site.spot_interruptions_per_hour,
         gpu_mtbf_hours=site.gpu_mtbf_hours,
-        electricity_usd_per_kwh=site.electricity_usd_per_kwh, pue=site.pue)
+        electricity_usd_per_kwh=site.electricity_usd_per_kwh, pue=site.pue,
+        allocator=site.allocator)
 
 
 def objective_key(rows: Rows, objective: str) -> tuple[np.ndarray, ...]:

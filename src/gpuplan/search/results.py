@@ -319,6 +319,8 @@ class Assumptions:
     gpu_mtbf_hours: float
     electricity_usd_per_kwh: float
     pue: float
+    # the PyTorch CUDA allocator setting whose margin the memory includes (evaluate.ALLOCATORS)
+    allocator: str = "caching"
 
 
 @dataclass(frozen=True, kw_only=True)
