@@ -63,3 +63,54 @@ def test_the_allocator_setting_is_in_the_reproduce_lines(tmp_path):
         allocator="expandable"))))
     rec, _ = record_from(doc)
     assert "--allocator expandable" in export(rec, "megatron")
+
+
+def _exported(target: str, **kw) -> str:
+    import json
+
+    from gpuplan.export import export, record_from
+    from gpuplan.report.estimate import to_json
+
+    doc = json.loads(json.dumps(to_json(gpuplan.estimate(**kw))))
+    return export(record_from(doc)[0], target)
+
+
+B200_TENSOR = dict(model="llama3-8b", gpu="b200", gpus=8, tp=1, zero=1, recompute="full",
+                   precision="fp8", fp8_recipe="tensor")
+
+
+def test_the_fp8_tensor_recipe_is_exported_as_tensorwise():
+    """`--fp8-recipe tensor` on Blackwell (no FP8 transpose: per-tensor current scaling, the
+    recipe of NVIDIA's GB200 FP8-CS runs) was exported as `--fp8-recipe mxfp8`, whose
+    column-wise copy the estimate had removed. Megatron-LM's name for it is 'tensorwise'."""
+    import shlex
+
+    text = _exported("megatron", **B200_TENSOR)
+    words = shlex.split(" ".join(ln for ln in text.splitlines()
+                                 if not ln.lstrip().startswith("#")))
+    assert words[words.index("--fp8-recipe") + 1] == "tensorwise"
+    assert "# --fp8-recipe: megatron/core/transformer/transformer_config.py" in text
+    auto = _exported("megatron", **{**B200_TENSOR, "fp8_recipe": "auto"})
+    assert "--fp8-recipe mxfp8" in auto and "tensorwise" not in auto
+
+
+@pytest.mark.parametrize("target", ["torchrun", "slurm"])
+def test_the_expandable_allocator_is_an_environment_line(target):
+    """`--allocator expandable` sets the memory margin the estimate fits with; the launch
+    scripts now set the allocator it assumes (PyTorch reads PYTORCH_CUDA_ALLOC_CONF)."""
+    line = "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+    kw = dict(model="llama3-8b", gpu="h100-sxm", gpus=16, tp=2, zero=1, recompute="full")
+    text = _exported(target, allocator="expandable", **kw)
+    assert line in text.splitlines()
+    assert text.index(line) < text.index("torchrun --nnodes")
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in _exported(target, **kw)
+
+
+def test_a_plan_row_exports_the_plan_allocator():
+    from gpuplan.export import export, record_from
+    from gpuplan.report.plan import to_json
+
+    r = gpuplan.plan(model="llama3-8b", tokens="100B", gpu="h100-sxm", allocator="expandable")
+    import json
+    doc = json.loads(json.dumps(to_json(r)))
+    assert "expandable_segments:True" in export(record_from(doc, 1)[0], "torchrun")

@@ -53,6 +53,9 @@ def record_from(doc: Any, rank: int = 1) -> tuple[dict[str, Any], str]:
         if not isinstance(row, dict):
             raise ConfigError(f"plan {rank} is not a JSON object")
         extra = {k: doc[k] for k in _PLAN_KEYS if k in doc and k not in row}
+        a = doc.get("assumptions")
+        if isinstance(a, dict) and "allocator" in a and "allocator" not in row:
+            extra["allocator"] = a["allocator"]  # the plan's setting, every row's margin
         return {**row, **extra}, f"plan rank {rank}"
     if "layout" in doc and "gpu" in doc:
         if rank != 1:

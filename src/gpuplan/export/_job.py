@@ -77,6 +77,10 @@ class Job:
     ema: str = "none"
     offload_layers: int = 0
     moe_dispatcher: str = ""
+    # FP8: whether the estimate keeps each weight's FP8 transpose (False: a per-tensor recipe on
+    # a GPU with any-layout FP8 GEMMs, `--fp8-recipe tensor`); the PyTorch CUDA allocator setting
+    fp8_transpose: bool = True
+    allocator: str = "caching"
 
     @property
     def grad_accum(self) -> int:
@@ -182,6 +186,8 @@ def job_of(record: dict[str, Any], source: dict[str, Any] | None = None) -> Job:
         activation_cache=str(rec.get("activation_cache") or "stack"),
         ema=str(rec.get("ema") or "none"), offload_layers=_int(rec, "offload_layers", 0),
         moe_dispatcher=str(rec.get("moe_dispatcher") or ""),
+        fp8_transpose=rec.get("fp8_transpose") is not False,
+        allocator=str(rec.get("allocator") or "caching"),
         reproduce=str(rec.get("reproduce") or estimate_command(
             {**rec, "offer": offer.id if offer else None, "system": system},
             catalog=tuple((source or {}).get("catalog", ())))))

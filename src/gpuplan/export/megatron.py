@@ -9,7 +9,10 @@ Mapping from the plan:
 - ZeRO 1 and 2 -> `--use-distributed-optimizer` (Megatron shards the optimizer state and
   reduce-scatters gradients); ZeRO 3 -> Megatron-FSDP, sharding strategy optim_grads_params.
 - recompute selective -> granularity selective (core attention); full -> full, uniform, 1 layer.
-- FP8 -> `--fp8-format hybrid` with the delayed-scaling recipe, or MXFP8 on Blackwell.
+- FP8 -> `--fp8-format hybrid` with the delayed-scaling recipe, or MXFP8 on Blackwell; an
+  estimate without the FP8 transpose (`--fp8-recipe tensor` on Blackwell) -> `--fp8-recipe
+  tensorwise` (per-tensor current scaling). `--allocator expandable` -> the torchrun and slurm
+  scripts export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (`env_lines`).
 - Pipeline stages as the plan split them (`estimators.shapes.stage_layers`): explicit first/last
   stage sizes -> `--decoder-first/last-pipeline-num-layers`; layers that pp*vpp does not divide
   -> `--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split` when
@@ -47,7 +50,12 @@ SOURCES = {
     "--moe-flex-dispatcher-backend": f"{_TC}.moe_flex_dispatcher_backend:898",
     "--overlap-moe-expert-parallel-comm": f"{_MPC}.overlap_moe_expert_parallel_comm:343",
     "--delay-wgrad-compute": f"{_MPC}.delay_wgrad_compute:348",
+    "--fp8-recipe": f"{_TC}.fp8_recipe:594 ('tensorwise': per-tensor current scaling)",
 }
+# the environment line of `--allocator expandable` (torchrun, slurm): PyTorch CUDA semantics,
+# https://pytorch.org/docs/stable/notes/cuda.html "Optimizing memory usage with
+# PYTORCH_CUDA_ALLOC_CONF", expandable_segments (PyTorch >= 2.1)
+EXPANDABLE_ENV = "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
 LAUNCH_HINT = "launch: gpuplan export --from RESULT.json --target torchrun (or slurm)"
 
 
@@ -237,10 +245,17 @@ def _train_args(job: Job) -> tuple[list[tuple[str, Any]], list[str]]:
         args.append(("--fp16", None))
     else:
         notes.append(f"precision {job.precision}: no mixed-precision flag (fp32 training)")
-    if job.precision == "fp8":
+    if job.precision == "fp8" and not job.fp8_transpose:  # --fp8-recipe tensor, no transpose
+        args += [("--fp8-format", "hybrid"), *_cited(("--fp8-recipe", "tensorwise"))]
+    elif job.precision == "fp8":
         recipe = "mxfp8" if job.architecture.startswith("blackwell") else "delayed"
         args += [("--fp8-format", "hybrid"), ("--fp8-recipe", recipe)]
     return args, notes
+
+
+def env_lines(job: Job) -> list[str]:
+    """The launch environment the estimate assumes (torchrun and slurm scripts)."""
+    return [EXPANDABLE_ENV] if job.allocator == "expandable" else []
 
 
 def arguments(job: Job) -> tuple[list[tuple[str, Any]], list[str]]:

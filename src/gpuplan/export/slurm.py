@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._job import commented, header, job_of
-from .megatron import arguments, bash_array
+from .megatron import arguments, bash_array, env_lines
 from .torchrun import PORT, torchrun_line
 
 
@@ -34,6 +34,7 @@ def render(record: dict[str, Any], *, source: dict[str, Any]) -> str:
         "set -euo pipefail",
         'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         bash_array("MEGATRON_ARGS", args),
+        *env_lines(job),
         "srun " + torchrun_line(job, f"$head_node:{PORT}", "--rdzv-id $SLURM_JOB_ID "),
     ]
     return "\n".join(body) + "\n"

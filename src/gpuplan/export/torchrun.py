@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._job import Job, commented, header, job_of
-from .megatron import arguments, bash_array
+from .megatron import arguments, bash_array, env_lines
 
 PORT = 29500
 
@@ -35,6 +35,7 @@ def render(record: dict[str, Any], *, source: dict[str, Any]) -> str:
         "set -euo pipefail",
         ': "${MASTER_ADDR:?set MASTER_ADDR to the first node}"',
         bash_array("MEGATRON_ARGS", args),
+        *env_lines(job),
         torchrun_line(job, f"$MASTER_ADDR:{PORT}", "--node-rank ${NODE_RANK:-0} "),
     ]
     return "\n".join(body) + "\n"
