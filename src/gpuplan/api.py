@@ -240,8 +240,8 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
     """Memory, time and cost of one configuration (`gpuplan estimate`; `moments_dtype`,
     `activation_cache`, `ema`, `fp8_recipe`: estimators/buffers.py, None = the stack's).
     `flags`: the explicit model flags (layers, hidden, heads, kv_heads, ffn, vocab, mlp,
-    tied_embeddings) and the site flags (utilization, years, electricity, pue,
-    grid_intensity, interruptions, reuse).
+    tied_embeddings), the site flags (utilization, years, electricity, pue,
+    grid_intensity, interruptions, reuse) and `allocator` (caching|expandable).
     Fine-tuning (#15): `method` full|lora|qlora|freeze, `lora_rank`, `lora_targets`, `quant`,
     and the tokens as `samples` x `seq_len` x `epochs` (`packing`, `padding_efficiency`)."""
     from .search import finetune as sft

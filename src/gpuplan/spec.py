@@ -96,8 +96,7 @@ class Accelerator:
     peak_flops: dict[str, float]
     # GeForce/RTX headline rate with FP16 accumulate, if any
     fp16_accumulate_flops: float | None = None
-    # exponentials per second of the special-function units (softmax's exp2); None = no
-    # published figure (the attention time then has no exponential term)
+    # exponentials/s of the special-function units (softmax's exp2); None = no figure, no term
     exp_per_s: float | None = None
     scale_up_kind: str  # 'nvlink', 'infinity-fabric', 'pcie', 'hccs', 'ethernet'
     scale_up_fabric: str  # fabric id
@@ -448,8 +447,7 @@ class Hardware:
     # GPU's host link per direction (its PCIe / NVLink-C2C host_interface fabric).
     host_memory_bytes: Any = float("nan")
     host_bytes_per_s: Any = float("nan")
-    # Exponentials per second of the special-function units (catalog exp_tera_per_s); inf
-    # where the catalog has no figure (no exponential term in the attention time).
+    # Accelerator.exp_per_s (catalog exp_tera_per_s); inf = no figure (no exponential term)
     exp_per_s: Any = float("inf")
     # The scale-out fabric's `moe_dispatch_logical_share` (nan = none measured: no bound).
     scale_out_dispatch_share: Any = float("nan")
