@@ -114,3 +114,20 @@ def test_a_plan_row_exports_the_plan_allocator():
     import json
     doc = json.loads(json.dumps(to_json(r)))
     assert "expandable_segments:True" in export(record_from(doc, 1)[0], "torchrun")
+
+
+def test_the_web_api_does_not_take_the_cli_process_count():
+    """`gpuplan plan --workers N` (processes to fork, #11) was a field of POST /api/plan that the
+    server accepted and ignored (its workers are its own, `gpuplan serve --workers`); it is now
+    an unknown field there, like the other CLI-only switches, and not in the OpenAPI schema."""
+    from starlette.testclient import TestClient
+
+    from gpuplan.web.app import create_app
+    from gpuplan.web.openapi import schema
+
+    client = TestClient(create_app(workers=1), raise_server_exceptions=False)
+    r = client.post("/api/plan", json={"model": "llama3-8b", "tokens": "100B",
+                                       "gpu": "h100-sxm", "workers": 4})
+    assert r.status_code == 422 and "workers" in r.json()["error"]
+    body = schema()["paths"]["/api/plan"]["post"]["requestBody"]["content"]
+    assert "workers" not in body["application/json"]["schema"]["properties"]

@@ -44,9 +44,9 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "catalog/offers": ("catalog", "offers"),
     "catalog/models": ("models",),
 }
-# never taken from a request: files on the server, output switches, progress bars
+# never taken from a request: files on the server, output switches, progress bars, processes
 HIDDEN = {"help", "json", "catalog", "quiet", "func", "command", "catalog_command", "what",
-          "html", "format", "version", "force", "export", "rank"}
+          "html", "format", "version", "force", "export", "rank", "workers"}
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")  # an id or alias, never a path
 MAX_CONFIG_BYTES = 1 << 20
 
