@@ -131,3 +131,10 @@ def test_the_web_api_does_not_take_the_cli_process_count():
     assert r.status_code == 422 and "workers" in r.json()["error"]
     body = schema()["paths"]["/api/plan"]["post"]["requestBody"]["content"]
     assert "workers" not in body["application/json"]["schema"]["properties"]
+
+
+def test_the_skypilot_task_sets_the_expandable_allocator():
+    kw = dict(model="llama3-8b", gpu="h100-sxm", gpus=16, tp=2, zero=1, recompute="full")
+    text = _exported("skypilot", allocator="expandable", **kw)
+    assert "envs:\n  PYTORCH_CUDA_ALLOC_CONF: expandable_segments:True" in text
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in _exported("skypilot", **kw)

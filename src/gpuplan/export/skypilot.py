@@ -67,6 +67,8 @@ def render(record: dict[str, Any], *, source: dict[str, Any]) -> str:
         "setup": "pip install -r requirements.txt\n",
         "run": RUN,
     }
+    if job.allocator == "expandable":  # megatron.env_lines: the allocator the memory assumes
+        task["envs"] = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
     top = ["SkyPilot task: sky launch THIS.yaml"] + header(job, source)
     top += [f"note: {n}" for n in notes]
     top.append("megatron_args.txt: the flags of `gpuplan export --target megatron`, "
