@@ -88,6 +88,18 @@ def test_a_bad_recipe_is_one_line(cat):
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("recipe", ["tensor", "mxfp8"])
+def test_a_recipe_without_fp8_is_one_line(cat, recipe):
+    """A scaling recipe names how FP8 GEMMs are scaled: without --precision fp8 it is a
+    contradiction, refused as --activation-cache fp8 is (auto passes: it is the default)."""
+    kw = {**L405, "precision": "bf16"}
+    with pytest.raises(ConfigError) as err:
+        api.estimate(gpu="gb200", fp8_recipe=recipe, catalog=cat, **kw)
+    assert f"--fp8-recipe {recipe}" in str(err.value) and "--precision fp8" in str(err.value)
+    assert "\n" not in str(err.value)
+    assert api.estimate(gpu="gb200", fp8_recipe="auto", catalog=cat, **kw).memory_gib.total > 0
+
+
 def test_dropping_the_transpose_on_random_configurations(cat):
     """Property, on 200 random configurations of every stack and precision: the scalar path
     equals the vectorized one (1e-9) without the transpose too, and dropping it never adds

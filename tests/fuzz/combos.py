@@ -91,6 +91,11 @@ def _layout(flags: dict[str, list[str]], bools: tuple[str, ...]) -> str:
         gpus, tp, cp = degrees  # type: ignore[misc]
         if gpus % (tp * pp * cp) == 0 and (gpus // (tp * pp)) % sg:
             return "--shard-group not dividing dp*cp"
+    fp8 = _one(flags, "--precision", "bf16") == "fp8"
+    if not fp8 and _one(flags, "--fp8-recipe", "auto") in ("tensor", "mxfp8"):
+        return "--fp8-recipe tensor|mxfp8 without --precision fp8"
+    if not fp8 and _one(flags, "--activation-cache", "stack") == "fp8":
+        return "--activation-cache fp8 without --precision fp8"
     recompute = _one(flags, "--recompute", "none")
     every = _int(flags, "--recompute-every", 1)
     if every not in (None, 1) and recompute != "full":

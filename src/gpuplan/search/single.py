@@ -379,6 +379,9 @@ def with_memory_options(site: Site, layout: Layout, moments_dtype: str | None = 
     if activation_cache == "fp8" and int(one(layout.precision)) != FP8:
         raise ConfigError("--activation-cache fp8 caches FP8 activations and needs "
                           "--precision fp8; drop it or add --precision fp8")
+    if fp8_recipe in ("tensor", "mxfp8") and int(one(layout.precision)) != FP8:
+        raise ConfigError(f"--fp8-recipe {fp8_recipe} sets how FP8 GEMMs are scaled and needs "
+                          "--precision fp8; drop it or add --precision fp8")
     if moments_dtype is not None:
         sb = sb.with_moments(moments_dtype)
     if activation_cache is not None:
