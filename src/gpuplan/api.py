@@ -116,6 +116,17 @@ def _site_overrides(flags: dict[str, Any]) -> dict[str, float | None]:
                 for flag, field in SITE_FLAGS.items()}, ALLOCATOR_FLAG: flags.get(ALLOCATOR_FLAG)}
 
 
+def _checked_tokens(tokens: str | float | None, layout: Layout, from_samples: bool
+                    ) -> float | None:
+    """The tokens to train on, checked against one step's tokens (`check_tokens`; a count
+    derived from --samples is not echoed back as if the user had typed it)."""
+    value = _tokens(tokens)
+    if value is not None:
+        check_tokens(value, int(layout.global_batch) * int(layout.seq_len),
+                     None if from_samples else tokens)
+    return value
+
+
 def _tokens(tokens: str | float | None) -> float | None:
     if tokens is None:
         return None
@@ -221,10 +232,9 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
              global_batch: int | None = None, seq_len: int | None = None,
              precision: str = "bf16", optimizer: str = "adamw", recompute: str = "none",
              offload: bool | str | Sequence[str] = False, offload_layers: int = 0,
-             sp: bool = True,
-             flash_attention: bool = True, dropout: bool = False, stack: str = "megatron",
-             shard_group: int = 0, recompute_modules: str | Sequence[str] | None = None,
-             recompute_every: int = 1,
+             sp: bool = True, flash_attention: bool = True, dropout: bool = False,
+             stack: str = "megatron", shard_group: int = 0,
+             recompute_modules: str | Sequence[str] | None = None, recompute_every: int = 1,
              first_stage_layers: int = 0, last_stage_layers: int = 0,
              tokens: str | float | None = None, offer: str | None = None,
              system: str | None = None, usd_per_gpu_hour: float | None = None,
@@ -239,14 +249,13 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
              fp8_recipe: str | None = None, **flags: Any) -> Estimate:
     """Memory, time and cost of one configuration (`gpuplan estimate`; `moments_dtype`,
     `activation_cache`, `ema`, `fp8_recipe`: estimators/buffers.py, None = the stack's).
-    `flags`: the explicit model flags (layers, hidden, heads, kv_heads, ffn, vocab, mlp,
-    tied_embeddings), the site flags (utilization, years, electricity, pue,
-    grid_intensity, interruptions, reuse) and `allocator` (caching|expandable).
+    `flags`: the model flags (layers, hidden, heads, kv_heads, ffn, vocab, mlp, tied_embeddings),
+    the site flags (utilization, years, electricity, pue, grid_intensity, interruptions, reuse)
+    and `allocator` (caching|expandable).
     Fine-tuning (#15): `method` full|lora|qlora|freeze, `lora_rank`, `lora_targets`, `quant`,
     and the tokens as `samples` x `seq_len` x `epochs` (`packing`, `padding_efficiency`)."""
     from .search import finetune as sft
     from .search import single
-
     _check_flags(flags, ESTIMATE_FLAGS)
     cat = _catalog(catalog)
     m, tokens, ft_facts = _finetuned(_model(cat, model, flags), dict(
@@ -267,10 +276,7 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
                         offload_layers=offload_layers, moe_dispatcher=moe_dispatcher)
     if offer and usd_per_gpu_hour is not None:
         raise ConfigError("give either --offer or --usd-per-gpu-hour, not both")
-    value = _tokens(tokens)
-    if value is not None:
-        check_tokens(value, int(layout.global_batch) * int(layout.seq_len),
-                     None if ft_facts.get("samples") else tokens)
+    value = _checked_tokens(tokens, layout, bool(ft_facts.get("samples")))
     e = single.estimate(cat, m, acc, layout, gpus=n, tokens=value, offer=offer,
                         system=system, usd_per_gpu_hour=usd_per_gpu_hour, pricing=pricing,
                         overrides=_site_overrides(flags) if flags else {},

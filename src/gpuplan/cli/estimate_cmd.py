@@ -41,6 +41,24 @@ def register(sub: Any) -> None:
     add_model_options(p)
     add_batch_options(p)
     g = p.add_argument_group("hardware and layout")
+    _layout_flags(g)
+    _memory_flags(g)
+    _run_flags(p)
+    add_finetune_options(p)
+    add_site_options(p)
+    x = p.add_argument_group("launch config and report")
+    x.add_argument("--export", metavar="TARGET", help="print the launch config of this "
+                   "configuration instead of the estimate: megatron, torchtitan, deepspeed, "
+                   "torchrun, slurm or skypilot")
+    x.add_argument("-o", "--output", metavar="FILE", help="write the --export output to FILE "
+                   "(the estimate is printed as usual)")
+    add_report_options(x, "estimate")
+    common_options(p)
+    p.set_defaults(func=run)
+
+
+def _layout_flags(g: Any) -> None:
+    """The hardware and its parallel layout."""
     g.add_argument("--gpu", required=True, help="accelerator id or alias (gpuplan catalog gpus)")
     g.add_argument("--gpus", type=positive_int,
                    help="total GPUs (default: tp*pp*cp*dp)")
@@ -61,6 +79,10 @@ def register(sub: Any) -> None:
                    help="ZeRO stage: 1 optimizer, 2 +gradients, 3 +weights")
     g.add_argument("--fsdp", action="store_true", help="same as --zero 3")
     g.add_argument("--micro-batch", type=positive_int, default=1)
+
+
+def _memory_flags(g: Any) -> None:
+    """Precision, recompute, offload and what each stack keeps in memory."""
     g.add_argument("--precision", default="bf16", help="fp32, fp16, bf16 or fp8")
     g.add_argument("--optimizer", default="adamw", help="adamw, sgd or adafactor")
     g.add_argument("--recompute", default="none",
@@ -112,6 +134,10 @@ def register(sub: Any) -> None:
                    help="FP8 scaling: tensor (per-tensor delayed or current scaling; on "
                    "Blackwell Transformer Engine then keeps no FP8 transpose), mxfp8, or auto "
                    "(MXFP8 on Blackwell, per-tensor elsewhere; the default)")
+
+
+def _run_flags(p: Any) -> None:
+    """Tokens, price and power of the run."""
     c = p.add_argument_group("run and cost")
     c.add_argument("--tokens", help="tokens to train on (2e12, 2T, 300B)")
     c.add_argument("--offer", help="cloud offer id: its price and its network")
@@ -120,17 +146,6 @@ def register(sub: Any) -> None:
                    "FLOP/s scale with (cap / TDP)^(1/3) (docs/calibration.md)")
     c.add_argument("--pricing", help="on-demand, spot, reserved-1y, reserved-3y, savings-plan "
                    "(-1y/-3y), capacity-block or own")
-    add_finetune_options(p)
-    add_site_options(p)
-    x = p.add_argument_group("launch config and report")
-    x.add_argument("--export", metavar="TARGET", help="print the launch config of this "
-                   "configuration instead of the estimate: megatron, torchtitan, deepspeed, "
-                   "torchrun, slurm or skypilot")
-    x.add_argument("-o", "--output", metavar="FILE", help="write the --export output to FILE "
-                   "(the estimate is printed as usual)")
-    add_report_options(x, "estimate")
-    common_options(p)
-    p.set_defaults(func=run)
 
 
 def estimate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
