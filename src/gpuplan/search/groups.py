@@ -32,7 +32,10 @@ from .timed import layout_of as _layout
 
 
 def _take(g: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
-    return {k: v[mask] for k, v in g.items()}
+    """Rows `mask` (a boolean mask or indices) of every field of g: a mask is turned into
+    indices once (indexing a dozen fields by a mask scans it a dozen times: about 2x slower)."""
+    at = np.flatnonzero(mask) if mask.dtype == bool else mask
+    return {k: v[at] for k, v in g.items()}
 
 
 @dataclass

@@ -315,10 +315,11 @@ def timed_rows(req: Any, jobs: Jobs, table: Any = None, known: list[Any] | None 
         g = jobs[members[0]][0]
         skip = np.logical_and.reduce([_skips(g, bounds[i], best[i]) for i in members])
         if skip.any():
-            part = {k: v[~skip] for k, v in g.items()}
+            at = np.flatnonzero(~skip)  # indices once, not a mask scan per field
+            part = {k: v[at] for k, v in g.items()}
             for i in members:
                 kept[i], skipped[i] = dict(part), int(skip.sum())
-                bounds[i] = tuple(b[~skip] for b in bounds[i])
+                bounds[i] = tuple(b[at] for b in bounds[i])
     timings = time_many(req, [(g, c, key) for g, (_, c, key) in zip(kept, jobs, strict=True)])
     if not all(b is None or _holds(g, t, b) for g, t, b in zip(kept, timings, bounds,
                                                               strict=True)):
