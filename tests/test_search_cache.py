@@ -291,6 +291,7 @@ def _all_rows_checked(monkeypatch) -> list[int]:
 
     def every(req, jobs, table=None, known=None):
         bounds = prune._bounds(req, jobs, table)
+        jobs = [(prune.filled(table, g), c, key) for g, c, key in jobs]  # every field
         timings = prune.time_many(req, jobs)
         for (g, _, _), t, b in zip(jobs, timings, bounds, strict=True):
             if b is not None:
@@ -447,3 +448,18 @@ def test_outlook_from_the_search_rows_equals_its_own_evaluation(monkeypatch, for
     used.clear()
     assert _json(api.plan(**ask)) == reused
     assert not any(used)
+
+
+@pytest.mark.parametrize("ask", PRUNE_CASES[:3], ids=[c["model"] for c in PRUNE_CASES[:3]])
+def test_lean_rows_equal_rows_carrying_every_field(monkeypatch, ask):
+    """A group's rows carry a few fields (`groups.LEAN`) until the pruning, which gathers the
+    others for the rows it times (`timed.filled`): the plan of rows that carry every field
+    from the start, whole JSON, with pruning and without."""
+    from gpuplan.search import groups, prune
+
+    lean = _json(api.plan(**ask))
+    every = (*groups._ROW_KEYS, "shard_group", "offload")
+    monkeypatch.setattr(groups, "LEAN", every)
+    assert _json(api.plan(**ask)) == lean
+    monkeypatch.setattr(prune, "ENABLED", False)
+    assert _json(api.plan(**ask)) == lean

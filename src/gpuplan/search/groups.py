@@ -244,6 +244,11 @@ def evaluate_groups(req: Any, cat: Catalog,
     return [w.g for w in works]
 
 
+# the fields of a group's rows until the pruning (prune.timed_rows reads them; it gathers the
+# others, `timed.filled`, for the rows it times), beside memory_bytes, host_traffic and row
+LEAN = ("gpus", "tp", "ep", "pp", "zero")
+
+
 def _rows_key(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray,
               precisions: tuple[int, ...] | None) -> tuple:
     """Everything `_prepared` reads to choose a group's rows (beyond the shared table): the
@@ -289,7 +294,7 @@ def _prepared(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray,
                             allow_consumer=req.filters.allow_consumer),
         fz.memory_check(table.memory_bytes[idx], acc.memory_bytes)])
     rows = (np.arange(table.g["gpus"].size)[idx] if isinstance(idx, slice) else idx)[keep]
-    g = {k: v[rows] for k, v in table.g.items()}
+    g = {k: table.g[k][rows] for k in LEAN}  # the others once pruned (`timed.filled`)
     g["memory_bytes"] = table.memory_bytes[rows]
     g["host_traffic"] = np.zeros(rows.size)
     g["row"] = rows
