@@ -122,13 +122,23 @@ def terms_of(req: Any, g: dict[str, np.ndarray], table: Any = None) -> dict[str,
     is its grid row, or -2 - its variant row (`variants.candidates`)."""
     if table is None or "row" not in g:
         return _layout_terms(req, g)
-    if not table.bounds:
-        rows = [table.g] + ([table.extra] if table.extra else [])
-        parts = [_layout_terms(req, r) for r in rows]
-        table.bounds.update({k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
+    if not table.bounds:  # the float terms as one (term, row) matrix: one gather per call
+        parts = [_layout_terms(req, r) for r in [table.g] + ([table.extra] if table.extra
+                                                             else [])]
+        n = [p["prec"].size for p in parts]
+        floats = np.empty((len(_FLOATS), sum(n)))
+        for j, k in enumerate(_FLOATS):
+            np.concatenate([p[k] for p in parts], out=floats[j])
+        table.bounds.update(floats=floats, prec=np.concatenate([p["prec"] for p in parts]))
     row = g["row"]
     at = np.where(row >= 0, row, table.g["gpus"].size - 2 - row)
-    return {k: v[at] for k, v in table.bounds.items()}
+    out = dict(zip(_FLOATS, table.bounds["floats"][:, at], strict=True))
+    out["prec"] = table.bounds["prec"][at]
+    return out
+
+
+# the float terms of `_layout_terms` (beside `prec`)
+_FLOATS = ("a_mm", "b_mm", "a_16", "a_at", "inv_d", "mem_bytes", "overhead", "bubble")
 
 
 def floors(x: dict[str, np.ndarray], hw: Any, eff: Any) -> tuple[np.ndarray, np.ndarray]:
