@@ -20,10 +20,12 @@ alone decides most factors, the group's hardware and efficiency scale them.
 Steps (`timed_rows`): the bound of every row; per group and count, a few rows of small bound
 and a sample of the others are timed first (`_probed`, all groups' probes in a few calls);
 rows whose bound is above the best probe's step by MARGIN are skipped, the rest timed as
-before. The HSDP copies (`groups.evaluate_groups`) are skipped likewise, against their
-count's fastest grid row too. Groups timed together (`timed.time_many`, equal rows) skip a
-row only where all of them may. Skipped rows are counted physically feasible, as timing them
-would have (`_sound` hardware, no offload traffic, a supported precision: the bound is
+before. A group's rows arrive with a few fields (`groups.LEAN`, the table row, memory and
+host traffic): the probes and the rows kept get the others from the table (`timed.filled`),
+the skipped rows never do. The HSDP copies (`groups.evaluate_groups`) are skipped likewise,
+against their count's fastest grid row too. Groups timed together (`timed.time_many`, equal
+rows) skip a row only where all of them may. Skipped rows are counted physically feasible, as
+timing them would have (`_sound` hardware, no offload traffic, a supported precision: the bound is
 finite). A guard (`_holds`) checks both bounds on every probe and every row timed; if one
 fails (a physics change the bound does not mirror), the search times every row, as without
 pruning. `tests/test_search_cache.py` checks that plans are equal with and without pruning,
