@@ -13,7 +13,8 @@ Measures, for GPT-3 175B, Llama 3 70B and DeepSeek-V3 over the whole catalog:
 - the whole CLI, end to end, as a user runs it (Python start-up and catalog load included);
 - peak resident memory of that process;
 - `gpuplan --help` wall time.
-`--compare REV` times the search of another git revision too, in the same run (before/after).
+`--compare REV` times the search of this tree and of another git revision in the same run
+(before/after), one process each, alternating (`compared`): both see the same load.
 "Work computed" counts the rows that reach arithmetic: layout rows through the memory model
 (once per search, shared by every GPU group), (hardware, layout) rows through the time model
 (per GPU group: those that fit; groups with the same rows share one call, the layout-only
@@ -226,22 +227,36 @@ def _timed_search(cat, req, workers: int) -> tuple[float, float]:
 
 
 def search_times(argv: list[str], repeat: int) -> dict[str, float]:
-    """Median wall and CPU seconds of `plan.search` alone (any revision has it)."""
+    """Median wall and CPU seconds of `plan.search` alone (any revision has it), and its wall
+    over two processes where the revision has `workers` (else the one-process wall)."""
+    import inspect
+
     from gpuplan.search import plan as planmod
 
     cat, req = _request(argv)
-    walls, cpus = [], []
+    walls, cpus, split = [], [], []
+    two = "workers" in inspect.signature(planmod.search).parameters
     for _ in range(repeat):
         t0, c0 = time.perf_counter(), time.process_time()
         planmod.search(cat, req)
         walls.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
-    return {"wall_s": statistics.median(walls), "cpu_s": statistics.median(cpus)}
+        if two:
+            t0 = time.perf_counter()
+            planmod.search(cat, req, workers=2)
+            split.append(time.perf_counter() - t0)
+    return {"wall_s": statistics.median(walls), "cpu_s": statistics.median(cpus),
+            "split_s": statistics.median(split or walls)}
 
 
-def other_revision(rev: str, repeat: int) -> dict[str, dict[str, float]]:
-    """`search_times` of each case at git revision `rev` (its src/ exported to a temporary
-    folder, timed by this script in a child process)."""
+ROUNDS = 3  # --compare: rounds of (this tree, the other revision), each in a fresh process
+
+
+def compared(rev: str, repeat: int) -> tuple[dict[str, dict[str, float]], ...]:
+    """`search_times` of each case in this tree and at git revision `rev` (its src/ exported
+    to a temporary folder), each timed by this script in a child process, the two trees
+    alternating over ROUNDS rounds (so that both see the same load); per tree and case, the
+    median over the rounds of each round's median."""
     import tarfile
     import tempfile
 
@@ -251,11 +266,17 @@ def other_revision(rev: str, repeat: int) -> dict[str, dict[str, float]]:
                                  capture_output=True, check=True).stdout
         with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
             tar.extractall(tmp, filter="data")
-        env = {**os.environ, "PYTHONPATH": str(Path(tmp) / "src")}
-        out = subprocess.run([sys.executable, __file__, "--search-times", "--repeat",
-                              str(repeat)], capture_output=True, text=True, check=True,
-                             env=env).stdout
-    return json.loads(out.strip().splitlines()[-1])
+        trees = [root / "src", Path(tmp) / "src"]
+        runs: list[list[dict]] = [[], []]
+        for _ in range(ROUNDS):
+            for i, src in enumerate(trees):
+                env = {**os.environ, "PYTHONPATH": str(src)}
+                out = subprocess.run([sys.executable, __file__, "--search-times", "--repeat",
+                                      str(repeat)], capture_output=True, text=True,
+                                     check=True, env=env).stdout
+                runs[i].append(json.loads(out.strip().splitlines()[-1]))
+    return tuple({n: {k: statistics.median(r[n][k] for r in rs) for k in rs[0][n]}
+                  for n in rs[0]} for rs in runs)
 
 
 def end_to_end(argv: list[str], repeat: int = 5) -> dict[str, float]:
@@ -368,10 +389,8 @@ def main() -> None:
         print(json.dumps({n: search_times(v, a.repeat) for n, v in CASES.items()}))
         return
     print(f"gpuplan --help: {help_time():.3f} s (target <= 0.3 s)")
-    ours = {}
     for name, argv in CASES.items():
         ip = in_process(argv, a.repeat)
-        ours[name] = ip
         e2e = end_to_end(argv, a.repeat)
         print(f"\n{name}: gpuplan plan {' '.join(argv)}")
         print(f"  candidates evaluated   {ip['evaluated']:>14,}  ({ip['physics_points']:,} "
@@ -399,14 +418,18 @@ def main() -> None:
                       f"candidate vs gpuplan {per * 1e9:,.0f} ns -> "
                       f"{la['per_candidate_s'] / per:,.0f}x faster ({la['completed']} of "
                       f"{la['n']} llm-analysis calls completed, the rest raised)")
-    if a.compare:  # last: its child process would count in the peak memory above
-        base = other_revision(a.compare, a.repeat)
-        print(f"\nsearch, this tree vs {a.compare} (same run, medians of {a.repeat}):")
-        for name, ip in ours.items():
+    if a.compare:  # last: its child processes would count in the peak memory above
+        load = os.getloadavg()[0]
+        mine, base = compared(a.compare, a.repeat)
+        print(f"\nsearch, this tree vs {a.compare} (same run, one process each, {ROUNDS} "
+              f"alternating rounds of {a.repeat}; load average {load:.1f} -> "
+              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores):")
+        for name, ip in mine.items():
             b = base[name]
-            print(f"  {name:12s} wall {ip['search_s']:6.3f} s vs {b['wall_s']:6.3f} s;  "
-                  f"CPU {ip['search_cpu_s']:6.3f} s vs {b['cpu_s']:6.3f} s "
-                  f"({ip['search_cpu_s'] / b['cpu_s']:.2f}x)")
+            print(f"  {name:12s} wall {ip['wall_s']:6.3f} s vs {b['wall_s']:6.3f} s;  "
+                  f"CPU {ip['cpu_s']:6.3f} s vs {b['cpu_s']:6.3f} s "
+                  f"({ip['cpu_s'] / b['cpu_s']:.2f}x);  2 procs wall {ip['split_s']:6.3f} s "
+                  f"vs {b['split_s']:6.3f} s")
 
 
 if __name__ == "__main__":

@@ -291,6 +291,7 @@ def _all_rows_checked(monkeypatch) -> list[int]:
 
     def every(req, jobs, table=None, known=None):
         bounds = prune._bounds(req, jobs, table)
+        jobs = [(prune.filled(table, g), c, key) for g, c, key in jobs]  # every field
         timings = prune.time_many(req, jobs)
         for (g, _, _), t, b in zip(jobs, timings, bounds, strict=True):
             if b is not None:
@@ -415,3 +416,50 @@ def test_a_failure_here_leaves_no_child(forks):
     assert len(forks) == 1
     with pytest.raises(ChildProcessError):
         os.waitpid(forks[0], os.WNOHANG)  # already reaped
+
+
+OUTLOOK_CASES = [PRUNE_CASES[0], PRUNE_CASES[1], PRUNE_CASES[3],
+                 dict(model="llama3-70b", tokens="2T", precision="bf16",
+                      gpu=["h100-sxm", "a100-80gb"], max_gpus=1024)]
+
+
+@pytest.mark.parametrize("ask", OUTLOOK_CASES, ids=[c["model"] for c in OUTLOOK_CASES])
+def test_outlook_from_the_search_rows_equals_its_own_evaluation(monkeypatch, forks, ask):
+    """The outlook's counts read from the search's own rows of the winner's group
+    (`plan.searched_row`) give the SizeResults `at_size` computes for each count itself:
+    whole JSON equal; and some counts were read (the shortcut ran), in one process and split
+    over two (the rows joined from both parts)."""
+    used = []
+    original = planmod.searched_row
+
+    def counted(found, gpus, precision):
+        row = original(found, gpus, precision)
+        used.append(row is not None)
+        return row
+
+    monkeypatch.setattr(planmod, "searched_row", counted)
+    reused = _json(api.plan(**ask))
+    assert any(used)
+    from gpuplan.search import split
+
+    monkeypatch.setattr(split, "MIN_ROWS", 0)
+    assert _json(api.plan(**ask, workers=2)) == reused and len(forks) == 1
+    monkeypatch.setattr(planmod, "REUSE", False)
+    used.clear()
+    assert _json(api.plan(**ask)) == reused
+    assert not any(used)
+
+
+@pytest.mark.parametrize("ask", PRUNE_CASES[:3], ids=[c["model"] for c in PRUNE_CASES[:3]])
+def test_lean_rows_equal_rows_carrying_every_field(monkeypatch, ask):
+    """A group's rows carry a few fields (`groups.LEAN`) until the pruning, which gathers the
+    others for the rows it times (`timed.filled`): the plan of rows that carry every field
+    from the start, whole JSON, with pruning and without."""
+    from gpuplan.search import groups, prune
+
+    lean = _json(api.plan(**ask))
+    every = (*groups._ROW_KEYS, "shard_group", "offload")
+    monkeypatch.setattr(groups, "LEAN", every)
+    assert _json(api.plan(**ask)) == lean
+    monkeypatch.setattr(prune, "ENABLED", False)
+    assert _json(api.plan(**ask)) == lean

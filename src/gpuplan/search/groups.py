@@ -32,7 +32,10 @@ from .timed import layout_of as _layout
 
 
 def _take(g: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
-    return {k: v[mask] for k, v in g.items()}
+    """Rows `mask` (a boolean mask or indices) of every field of g: a mask is turned into
+    indices once (indexing a dozen fields by a mask scans it a dozen times: about 2x slower)."""
+    at = np.flatnonzero(mask) if mask.dtype == bool else mask
+    return {k: v[at] for k, v in g.items()}
 
 
 @dataclass
@@ -241,6 +244,11 @@ def evaluate_groups(req: Any, cat: Catalog,
     return [w.g for w in works]
 
 
+# the fields of a group's rows until the pruning (prune.timed_rows reads them; it gathers the
+# others, `timed.filled`, for the rows it times), beside memory_bytes, host_traffic and row
+LEAN = ("gpus", "tp", "ep", "pp", "zero")
+
+
 def _rows_key(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray,
               precisions: tuple[int, ...] | None) -> tuple:
     """Everything `_prepared` reads to choose a group's rows (beyond the shared table): the
@@ -286,7 +294,7 @@ def _prepared(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray,
                             allow_consumer=req.filters.allow_consumer),
         fz.memory_check(table.memory_bytes[idx], acc.memory_bytes)])
     rows = (np.arange(table.g["gpus"].size)[idx] if isinstance(idx, slice) else idx)[keep]
-    g = {k: v[rows] for k, v in table.g.items()}
+    g = {k: table.g[k][rows] for k in LEAN}  # the others once pruned (`timed.filled`)
     g["memory_bytes"] = table.memory_bytes[rows]
     g["host_traffic"] = np.zeros(rows.size)
     g["row"] = rows

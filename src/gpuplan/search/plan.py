@@ -21,7 +21,7 @@ import numpy as np
 from ..catalog import Catalog
 from ..errors import ConfigError
 from ..estimators import cost as costm
-from ..spec import PRECISIONS, RECOMPUTE, ModelSpec
+from ..spec import PRECISIONS, R_OP, RECOMPUTE, ModelSpec
 from ..units import GiB
 from . import cache, split
 from . import feasibility as fz
@@ -309,21 +309,51 @@ def search(cat: Catalog, req: Request,
     result, winner = finish(req, allrows, meta, counts, tally.excluded(), tally.by_gpu,
                             tally.physically_feasible, excluded_platforms)
     if winner is not None:
+        found = next((done for grp, done in zip(planned, work.groups, strict=True)
+                      if winner.platform in grp.plats), None)
         result = replace(result, outlook=outlook(cat, req, result.plans[0], winner.platform,
-                                                 table))
+                                                 table, found))
     return result
 
 
+REUSE = True  # False: the outlook evaluates every count itself (tests compare both)
+
+
+def searched_row(found: Any, gpus: int, precision: str) -> dict[str, np.ndarray] | None:
+    """The search's fastest row of `gpus` GPUs in the winner's group (`found`: its rows, one
+    per GPU count, and tally), when it is also what `_size_physics` finds for that count and
+    `precision` alone: a row of that precision and a plain grid row (no shard group, offload
+    or op recompute). Exact: the fastest row over all precisions, of this precision, is the
+    fastest over its own (the first of the same ties, in the same order); a grid row of it
+    fits at that count, so the offload copies are unneeded in both; and the HSDP copies are
+    timed against the same fastest step. None: `at_size` evaluates the count."""
+    if not REUSE or found is None:
+        return None
+    g = found[0]
+    at = np.flatnonzero(g["gpus"] == gpus)
+    if at.size != 1:
+        return None
+    i = int(at[0])
+    if (int(g["precision"][i]) != PRECISIONS.index(precision) or g["shard_group"][i]
+            or g["offload"][i] or int(g["recompute"][i]) == R_OP):
+        return None
+    return {k: v[at] for k, v in g.items()}
+
+
 def at_size(cat: Catalog, req: Request, plat: Platform, gpus: int, mode: str,
-            precisions: tuple[str, ...], table: LayoutTable | None = None) -> SizeResult:
+            precisions: tuple[str, ...], table: LayoutTable | None = None,
+            found: Any = None) -> SizeResult:
     """The fastest layout of `gpus` GPUs on one platform, priced in `mode` (no deadline or
     budget applied): days, cost, tokens/s, MFU -- or not feasible, with the reason's code.
     `table`: the search's layout table, whose rows of this count and these precisions are
     this count's layouts (the same rows, memory and variants a table of its own would hold);
-    None, or a count it lacks: a table of its own."""
+    None, or a count it lacks: a table of its own. `found`: the search's rows of the
+    platform's group (`searched_row`), used where they hold this count's answer."""
     if plat.max_gpus and gpus > plat.max_gpus:
         return SizeResult(gpus=gpus, feasible=False, reason=fz.OFFER_CAP)
-    g, reason = _size_physics(cat, req, plat, gpus, precisions, table)
+    row = searched_row(found, gpus, precisions[0]) if len(precisions) == 1 else None
+    g, reason = (row, None) if row is not None else _size_physics(cat, req, plat, gpus,
+                                                                  precisions, table)
     if reason is not None:
         return SizeResult(gpus=gpus, feasible=False, reason=reason)
     tally = Tally()
@@ -378,7 +408,7 @@ def _layout_key(r: SizeResult) -> tuple:
 
 
 def outlook(cat: Catalog, req: Request, winner: PlanRow, plat: Platform,
-            table: LayoutTable | None = None) -> tuple[SizeResult, ...]:
+            table: LayoutTable | None = None, found: Any = None) -> tuple[SizeResult, ...]:
     """Days, cost and scaling efficiency of the winner's platform at 1/2x, 2x and 4x its GPUs
     (the fastest layout at each count, same pricing; constraints other than memory ignored).
     Scaling efficiency is tokens/s per GPU relative to the smallest feasible size shown; above
@@ -386,7 +416,7 @@ def outlook(cat: Catalog, req: Request, winner: PlanRow, plat: Platform,
     base = winner.gpus
     counts = [c for c in (base // 2, base, base * 2, base * 4)
               if c >= plat.gpus_per_node and c % plat.gpus_per_node == 0]
-    out = [at_size(cat, req, plat, c, winner.pricing, (winner.precision,), table)
+    out = [at_size(cat, req, plat, c, winner.pricing, (winner.precision,), table, found)
            for c in counts]
     ref = next((r for r in out if r.feasible), None)
     if ref is None:

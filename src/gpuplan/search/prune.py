@@ -20,10 +20,12 @@ alone decides most factors, the group's hardware and efficiency scale them.
 Steps (`timed_rows`): the bound of every row; per group and count, a few rows of small bound
 and a sample of the others are timed first (`_probed`, all groups' probes in a few calls);
 rows whose bound is above the best probe's step by MARGIN are skipped, the rest timed as
-before. The HSDP copies (`groups.evaluate_groups`) are skipped likewise, against their
-count's fastest grid row too. Groups timed together (`timed.time_many`, equal rows) skip a
-row only where all of them may. Skipped rows are counted physically feasible, as timing them
-would have (`_sound` hardware, no offload traffic, a supported precision: the bound is
+before. A group's rows arrive with a few fields (`groups.LEAN`, the table row, memory and
+host traffic): the probes and the rows kept get the others from the table (`timed.filled`),
+the skipped rows never do. The HSDP copies (`groups.evaluate_groups`) are skipped likewise,
+against their count's fastest grid row too. Groups timed together (`timed.time_many`, equal
+rows) skip a row only where all of them may. Skipped rows are counted physically feasible, as
+timing them would have (`_sound` hardware, no offload traffic, a supported precision: the bound is
 finite). A guard (`_holds`) checks both bounds on every probe and every row timed; if one
 fails (a physics change the bound does not mirror), the search times every row, as without
 pruning. `tests/test_search_cache.py` checks that plans are equal with and without pruning,
@@ -52,7 +54,7 @@ from ..rules import LayoutArrays
 from ..spec import FP8, PRECISIONS
 from ..workload import finetune_of
 from .timed import _TIMED_KEYS as _TIMED
-from .timed import layout_of, time_many
+from .timed import filled, layout_of, time_many
 from .variants import FLOOR_MARGIN
 
 ENABLED = True  # False: every row through the time model (tests compare both)
@@ -122,13 +124,23 @@ def terms_of(req: Any, g: dict[str, np.ndarray], table: Any = None) -> dict[str,
     is its grid row, or -2 - its variant row (`variants.candidates`)."""
     if table is None or "row" not in g:
         return _layout_terms(req, g)
-    if not table.bounds:
-        rows = [table.g] + ([table.extra] if table.extra else [])
-        parts = [_layout_terms(req, r) for r in rows]
-        table.bounds.update({k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
+    if not table.bounds:  # the float terms as one (term, row) matrix: one gather per call
+        parts = [_layout_terms(req, r) for r in [table.g] + ([table.extra] if table.extra
+                                                             else [])]
+        n = [p["prec"].size for p in parts]
+        floats = np.empty((len(_FLOATS), sum(n)))
+        for j, k in enumerate(_FLOATS):
+            np.concatenate([p[k] for p in parts], out=floats[j])
+        table.bounds.update(floats=floats, prec=np.concatenate([p["prec"] for p in parts]))
     row = g["row"]
     at = np.where(row >= 0, row, table.g["gpus"].size - 2 - row)
-    return {k: v[at] for k, v in table.bounds.items()}
+    out = dict(zip(_FLOATS, table.bounds["floats"][:, at], strict=True))
+    out["prec"] = table.bounds["prec"][at]
+    return out
+
+
+# the float terms of `_layout_terms` (beside `prec`)
+_FLOATS = ("a_mm", "b_mm", "a_16", "a_at", "inv_d", "mem_bytes", "overhead", "bubble")
 
 
 def floors(x: dict[str, np.ndarray], hw: Any, eff: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -252,7 +264,7 @@ def _bounds(req: Any, jobs: Jobs, table: Any) -> list[Any]:
     return out
 
 
-def _probed(req: Any, jobs: Jobs, bounds: list[Any]) -> list[Any] | None:
+def _probed(req: Any, jobs: Jobs, bounds: list[Any], table: Any = None) -> list[Any] | None:
     """Per prunable job, the fastest step of its probes (`_probes`, and every SAMPLE-th
     eligible row; all timed in a few calls) at each row's GPU count (inf where none ran);
     None when the bound fails on a probe (`_holds`: the probes are the rows where it is
@@ -263,8 +275,9 @@ def _probed(req: Any, jobs: Jobs, bounds: list[Any]) -> list[Any] | None:
             ok = b[2]
             sample = np.flatnonzero(ok)[::SAMPLE]
             probes.append((i, np.union1d(_probes(jobs[i][0], b[0], ok), sample)))
-    steps = time_many(req, [({k: v[rows] for k, v in jobs[i][0].items() if k in _TIMED},
-                             jobs[i][1], None) for i, rows in probes])
+    steps = time_many(req, [({k: v for k, v in filled(table, {k: v[rows] for k, v in
+                                                             jobs[i][0].items()}).items()
+                              if k in _TIMED}, jobs[i][1], None) for i, rows in probes])
     stats.probed += sum(rows.size for _, rows in probes)
     out: list[Any] = [None] * len(jobs)
     for (i, rows), t in zip(probes, steps, strict=True):
@@ -291,39 +304,54 @@ def _known(jobs: Jobs, bounds: list[Any], known: list[Any]) -> list[Any]:
     return out
 
 
+def _every(req: Any, jobs: Jobs, table: Any
+           ) -> tuple[list[dict[str, np.ndarray]], list[Any], list[int]]:
+    """Every row of the jobs timed (every field gathered once per class of jobs alike)."""
+    plain: list[Any] = [None] * len(jobs)
+    for members in _classes(jobs):
+        full = filled(table, jobs[members[0]][0])
+        for i in members:
+            plain[i] = dict(full)
+    return plain, time_many(req, [(g, c, key) for g, (_, c, key) in zip(plain, jobs,
+                                                                       strict=True)]), \
+        [0] * len(jobs)
+
+
 def timed_rows(req: Any, jobs: Jobs, table: Any = None, known: list[Any] | None = None
                ) -> tuple[list[dict[str, np.ndarray]], list[Any], list[int]]:
     """`timed.time_many(req, jobs)` with the provably slower rows skipped: (each job's rows
     that were timed, their timing, the rows skipped, all physically feasible). `table`: the
     layout table the rows come from (its bound terms are kept there); `known`: per job, the
     (sorted GPU counts, fastest step at each) found already (a bound beside the probes')."""
-    plain = [g for g, _, _ in jobs]
     if not ENABLED or finetune_of(req.model) is not None:
-        return plain, time_many(req, jobs), [0] * len(jobs)
+        return _every(req, jobs, table)
     bounds = _bounds(req, jobs, table)
-    best = _probed(req, jobs, bounds)
+    best = _probed(req, jobs, bounds, table)
     if best is None:  # the bound failed on a probe: time every row
         stats.fell_back = True
-        return plain, time_many(req, jobs), [0] * len(jobs)
+        return _every(req, jobs, table)
     if known is not None:
         best = [b if k is None else np.minimum(b, k)
                 for b, k in zip(best, _known(jobs, bounds, known), strict=True)]
-    kept, skipped = list(plain), [0] * len(jobs)
+    kept, skipped = [g for g, _, _ in jobs], [0] * len(jobs)
     for members in _classes(jobs):
-        if any(best[i] is None for i in members):
-            continue
         g = jobs[members[0]][0]
-        skip = np.logical_and.reduce([_skips(g, bounds[i], best[i]) for i in members])
-        if skip.any():
-            part = {k: v[~skip] for k, v in g.items()}
+        skip = (None if any(best[i] is None for i in members) else
+                np.logical_and.reduce([_skips(g, bounds[i], best[i]) for i in members]))
+        part, n = g, 0
+        if skip is not None and skip.any():
+            at = np.flatnonzero(~skip)  # indices once, not a mask scan per field
+            part, n = {k: v[at] for k, v in g.items()}, int(skip.sum())
             for i in members:
-                kept[i], skipped[i] = dict(part), int(skip.sum())
-                bounds[i] = tuple(b[~skip] for b in bounds[i])
+                bounds[i] = tuple(b[at] for b in bounds[i])
+        part = filled(table, part)  # every field, for the rows kept alone
+        for i in members:
+            kept[i], skipped[i] = dict(part), n
     timings = time_many(req, [(g, c, key) for g, (_, c, key) in zip(kept, jobs, strict=True)])
     if not all(b is None or _holds(g, t, b) for g, t, b in zip(kept, timings, bounds,
                                                               strict=True)):
         stats.fell_back = True
-        return plain, time_many(req, jobs), [0] * len(jobs)
+        return _every(req, jobs, table)
     stats.skipped += sum(skipped)
     stats.timed += sum(g["gpus"].size for g in kept)
     return kept, timings, skipped

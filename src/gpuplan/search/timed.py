@@ -42,6 +42,30 @@ def layout_of(g: dict[str, np.ndarray], req: Any) -> Layout:
                   offload=field_or_zero(g, "offload"))
 
 
+def filled(table: Any, g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Rows g with every field of their layout table's rows (`row` >= 0: row of table.g;
+    -2 - i: row i of table.extra) that g lacks, gathered now: the search carries a few fields
+    (`groups.LEAN`) until the pruning has skipped the rows it may (most of them), and gathers
+    the others for the rows it times. g itself when it has them all (or no `row`)."""
+    if table is None or "row" not in g:
+        return g
+    missing = [k for k in table.g if k not in g]
+    if not missing:
+        return g
+    row, out = g["row"], dict(g)
+    grid = row >= 0
+    if grid.all():
+        out.update({k: table.g[k][row] for k in missing})
+        return out
+    gi, vi = np.flatnonzero(grid), np.flatnonzero(~grid)
+    gr, vr = row[gi], -2 - row[vi]
+    for k in missing:
+        v = np.empty(row.size, dtype=table.g[k].dtype)
+        v[gi], v[vi] = table.g[k][gr], table.extra[k][vr]
+        out[k] = v
+    return out
+
+
 def field_or_zero(g: dict[str, np.ndarray], key: str) -> np.ndarray | int:
     """A variant field of rows g, 0 when no row sets it (the estimators' scalar path)."""
     v = g.get(key)
