@@ -101,8 +101,8 @@ def _other(r: Estimate) -> list[str]:
             table(shown, ["buffer", "GiB", "dtype"], "lrl"),
             f"allocated {gib(r.allocated_gib)} (the tensors: torch max_memory_allocated); "
             f"reserved {gib(r.reserved_gib)}",
-            f"(+ allocator margin, {pct(100 * r.layout.allocator_fraction, 0)} of the tensors "
-            f"with the {r.layout.allocator} allocator setting, --allocator: torch "
+            f"(the tensors + the allocator margin, {pct(100 * r.layout.allocator_fraction, 0)} "
+            f"of them under the {r.layout.allocator} allocator, --allocator: torch "
             "max_memory_reserved);", "fits: reserved + runtime context <= GPU memory"]
 
 
