@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -57,6 +58,10 @@ _HW_ALL = (*_HW, "host_bytes_per_s", "exp_per_s", "scale_out_dispatch_share")
 
 
 _PLAIN = (int, float, bool)
+_PLAIN_SET = frozenset(_PLAIN)
+_layout_values = attrgetter(*_LAYOUT_NAMES)
+_hw_values = attrgetter(*_HW_ALL)
+_eff_values = attrgetter(*_EFF)
 
 
 def _one(x: Any) -> bool:
@@ -67,17 +72,38 @@ def _one(x: Any) -> bool:
     return isinstance(x, (int, float)) or np.size(x) == 1
 
 
+def _plain_values(layout: Any, hw: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
+    """The layout's and the hardware's fields when every one is a Python number already (a
+    layout of Python ints, a `one_row` hardware): one pass, no per-field call; else None."""
+    try:
+        lv, hv = _layout_values(layout), _hw_values(hw)
+    except AttributeError:  # a layout or hardware without some field: the general path
+        return None
+    return (lv, hv) if _PLAIN_SET.issuperset(map(type, (*lv, *hv))) else None
+
+
+def _table_ok(table: Any) -> bool:
+    """A per-precision peak table holding one row (or none)."""
+    if table is None:
+        return True
+    if isinstance(table, np.ndarray):
+        return table.size == table.shape[-1]
+    return bool(np.size(table) == np.shape(table)[-1])
+
+
 def mirrors(model: ModelSpec, layout: Any, hw: Any, eff: Any, host_traffic: Any = 0.0) -> bool:
     """True where `step_time_one` evaluates the configuration itself (and equals
     `timing.step_time` to 1e-9): every layout, hardware and efficiency field and the host
     traffic hold one value (a per-precision peak table holds one row)."""
     table = getattr(hw, "peak_flops_by_precision", None)
+    if type(host_traffic) in _PLAIN and _plain_values(layout, hw) is not None \
+            and _PLAIN_SET.issuperset(map(type, _eff_values(eff))):
+        return _table_ok(table)  # Python numbers already: every field holds one value
     fields = (*map(getattr, repeat(layout), _LAYOUT_NAMES, repeat(0)),
               *map(getattr, repeat(eff), _EFF),
               *(getattr(hw, n) for n in _HW_ALL if hasattr(hw, n)))
     return (_one(host_traffic) and all(type(x) in _PLAIN or _one(x) for x in fields)
-            and (table is None or (table.size == table.shape[-1] if isinstance(table, np.ndarray)
-                                   else np.size(table) == np.shape(table)[-1])))
+            and _table_ok(table))
 
 
 def _f(x: Any) -> float:
@@ -91,28 +117,40 @@ def _f(x: Any) -> float:
     return float(np.asarray(x).reshape(-1)[0])
 
 
+_CODE_KEYS = ("rc", "prec", "opt", "sched", "stack", "disp")
+_HW_KEYS = ("domain", "up", "a_up", "out", "a_out", "hbm", "peak_flops", "host_bw", "exp",
+            "share")  # _HW_ALL's fields, in its order
+_LAYOUT_KEYS = tuple(k for k, _ in _LAYOUT)
+
+
 def _read(layout: Any, hw: Any) -> dict[str, Any]:
     """timing._context for one configuration."""
-    c: dict[str, Any] = {k: _f(getattr(layout, n, 0)) for k, n in _LAYOUT}
-    for k in ("rc", "prec", "opt", "sched", "stack", "disp"):
+    plain = _plain_values(layout, hw)
+    if plain is not None:  # Python numbers: float() each
+        c: dict[str, Any] = dict(zip(_LAYOUT_KEYS, map(float, plain[0]), strict=True))
+        c.update(zip(_HW_KEYS, map(float, plain[1]), strict=True))
+    else:
+        c = {k: _f(getattr(layout, n, 0)) for k, n in _LAYOUT}
+        c.update((k, _f(getattr(hw, n))) for k, n in zip(_HW_KEYS[:6], _HW, strict=False))
+        c.update(host_bw=_f(getattr(hw, "host_bytes_per_s", math.nan)),
+                 exp=_f(getattr(hw, "exp_per_s", INF)),
+                 share=_f(getattr(hw, "scale_out_dispatch_share", math.nan)))
+    for k in _CODE_KEYS:
         c[k] = int(c[k])
     c["m"] = c["gb"] / (c["dp"] * c["mb"])
     c["act"] = _ACT_BYTES[c["prec"]]
     table = getattr(hw, "peak_flops_by_precision", None)
     if table is not None:
-        row = np.asarray(table, dtype=float).reshape(-1)
+        row = table if isinstance(table, np.ndarray) and table.ndim == 1 \
+            else np.asarray(table, dtype=float).reshape(-1)
         c["peak"] = float(row[c["prec"]])
         c["peak16"] = float(row[BF16 if c["prec"] == FP8 else c["prec"]])
     else:
-        p = _f(hw.peak_flops)
+        p = c["peak_flops"] if plain is not None else _f(hw.peak_flops)
         c["peak"], c["peak16"] = p, (p / 2.0 if c["prec"] == FP8 else p)
-    for k, n in zip(("domain", "up", "a_up", "out", "a_out", "hbm"), _HW, strict=False):
-        c[k] = _f(getattr(hw, n))
-    share = _f(getattr(hw, "scale_out_dispatch_share", math.nan))
+    share = c["share"]
     c["logical"] = INF if share != share else share * c["out"]  # comm.dispatch_logical_bw
     c["out"] = c["out"] * comm.NET_EFFICIENCY
-    c["host_bw"] = _f(getattr(hw, "host_bytes_per_s", math.nan))
-    c["exp"] = _f(getattr(hw, "exp_per_s", INF))
     c["full"] = s1.full_share(c["rc"], c["rk"])
     return c
 
