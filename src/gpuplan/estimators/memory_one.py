@@ -28,6 +28,7 @@ vectorized model answers with inf or nan) goes to `memory.memory_breakdown`.
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -80,6 +81,7 @@ _CODES = {"recompute": len(RECOMPUTE), "precision": len(PRECISIONS),
 
 
 _PLAIN = (int, float, bool)  # not numpy's float64, a float subclass
+_PLAIN_SET = frozenset(_PLAIN)
 
 
 def _value(x: Any) -> Any:
@@ -92,19 +94,35 @@ def _value(x: Any) -> Any:
     return a.reshape(-1)[0].item()
 
 
+_GETTERS: dict[type, tuple[tuple[str, ...], Any]] = {}  # a layout class -> its fields' reader
+
+
+def _fields_of(layout: Any) -> tuple[tuple[str, ...], Any]:
+    """(field names, an attrgetter of them) of the layout's dataclass, once per class."""
+    kind = type(layout)
+    got = _GETTERS.get(kind)
+    if got is None:
+        names = tuple(layout.__dataclass_fields__)
+        got = _GETTERS[kind] = (names, attrgetter(*names))
+    return got
+
+
 def _read(layout: Any) -> dict[str, Any] | None:
     """The layout as Python numbers, or None where the fast path does not answer."""
+    names, values = _fields_of(layout)
     try:
-        c = {k: x if type(x) in _PLAIN else _value(x)
-             for k, x in ((k, getattr(layout, k)) for k in layout.__dataclass_fields__)}
-        if min(c[k] for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch")) < 1:
+        v = values(layout)
+        c = dict(zip(names, v if _PLAIN_SET.issuperset(map(type, v)) else map(_value, v),
+                     strict=True))
+        if min(c["tp"], c["pp"], c["dp"], c["cp"], c["ep"], c["vpp"], c["micro_batch"]) < 1:
             return None
-        if not all(0 <= c[k] < n and c[k] == int(c[k]) for k, n in _CODES.items()):
-            return None
+        for k, n in _CODES.items():
+            x = c[k]
+            if not (0 <= x < n and x == int(x)):
+                return None
+            c[k] = int(x)
     except (ValueError, TypeError, OverflowError):  # several values, none, or not numbers
         return None
-    for k in ("recompute", "precision", "optimizer", "stack"):
-        c[k] = int(c[k])
     return c
 
 
