@@ -156,15 +156,22 @@ def memory_breakdown_one(model: ModelSpec, layout: Any, *, runtime_overhead_byte
 _SUMMARY = ("weights", "gradients", "optimizer", "activations")
 
 
-def summary(mem: MemoryBreakdown, unit: float = 1.0) -> dict[str, Any]:
+_summary_values = attrgetter(*_SUMMARY, "total")
+_FLOATS = frozenset((float,))
+
+
+def summary(mem: MemoryBreakdown, unit: float = 1.0, lines: dict[str, Any] | None = None
+            ) -> dict[str, Any]:
     """`MemoryBreakdown.summary` of a breakdown of Python floats (`memory_breakdown_one`'s)
     without numpy: the same keys, `other` the sum of the buffer lines in their order; any other
-    breakdown goes to `mem.summary(unit)`."""
-    lines = list(mem.buffer_lines().values())
-    parts = {k: getattr(mem, k) for k in _SUMMARY}
-    if not all(type(v) is float for v in (*lines, *parts.values(), mem.total)):
+    breakdown goes to `mem.summary(unit)`. `lines`: `mem.buffer_lines()`, when the caller has
+    them already."""
+    other = list((mem.buffer_lines() if lines is None else lines).values())
+    values = _summary_values(mem)
+    if not _FLOATS.issuperset(map(type, (*other, *values))):
         return mem.summary(unit)
-    parts.update(other=sum(lines), total=mem.total)
+    parts = dict(zip(_SUMMARY, values[:-1], strict=True))
+    parts.update(other=sum(other), total=values[-1])
     if mem.tuned:
         parts.update(base_weights=mem.base_weights, adapter_weights=mem.adapter_weights,
                      adapter_optimizer=mem.adapter_optimizer)

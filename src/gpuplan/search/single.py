@@ -62,6 +62,7 @@ def first(x: Any) -> float:
 
 _PLAIN = (int, float, bool)
 _INTS = (int, bool)
+_INT_SET = frozenset(_INTS)
 
 
 def one(x: Any) -> Any:
@@ -170,7 +171,7 @@ _info_values = attrgetter(*_INFO_FIELDS)
 
 def _layout_info(layout: Layout, **memory_options: Any) -> LayoutInfo:
     values = _info_values(layout)
-    if not all(type(x) in _INTS for x in values):  # numpy values, grids of one: Python ints
+    if not _INT_SET.issuperset(map(type, values)):  # numpy values, grids of one: Python ints
         values = tuple(int(x if type(x) in _PLAIN else one(x)) for x in values)
     (tp, pp, dp, cp, ep, vpp, zero, mb, gb, seq, prec, rc, opt, sp, flash, off, stack, first_l,
      last_l, sg, mods, every, sched, off_layers, dispatcher) = values
@@ -193,20 +194,26 @@ _detail_values = attrgetter(*DETAIL_FIELDS)
 _timing_values = attrgetter(*TIMING_PARTS)
 
 
+_FLOATS = frozenset((float,))
+
+
 def _gib(values: tuple[Any, ...]) -> list[float]:
     """Bytes (Python floats, or grids of one) -> GiB as Python floats."""
+    if _FLOATS.issuperset(map(type, values)):  # the scalar fast path's floats
+        return [x / GiB for x in values]
     return [(x if type(x) is float else first(x)) / GiB for x in values]
 
 
 def _memory_fields(mem: Any, layout: Layout, site: Site) -> dict[str, Any]:
     """The estimate's memory figures (GiB) from the breakdown of the most loaded GPU."""
-    summary = mem_summary(mem, GiB)  # x / GiB: the same floats as (x / 1.0) / GiB
+    lines = mem.buffer_lines()
+    summary = mem_summary(mem, GiB, lines)  # x / GiB: the same floats as (x / 1.0) / GiB
     return dict(
         memory_gib=MemoryGiB(**{k: v if type(v) is float else first(v)
                                 for k, v in summary.items()}),
         memory_detail_gib=tuple(zip(DETAIL_FIELDS, _gib(_detail_values(mem)), strict=True)),
         allocated_gib=first(mem.allocated) / GiB, reserved_gib=first(mem.reserved) / GiB,
-        memory_buffers=memory_buffers(mem, layout, site))
+        memory_buffers=memory_buffers(mem, layout, site, lines))
 
 
 def _timing_fields(t: Any, eff: Efficiency, runs: bool, gpus: int) -> dict[str, Any]:
@@ -408,12 +415,14 @@ def _memory_echo(layout: Layout, site: Site) -> dict[str, Any]:
                 allocator=site.allocator, allocator_fraction=float(site.fragmentation))
 
 
-def memory_buffers(mem: Any, layout: Layout, site: Site) -> tuple[tuple[str, float, str], ...]:
-    """(name, GiB, dtype) of each line of `other` for one configuration."""
+def memory_buffers(mem: Any, layout: Layout, site: Site, lines: dict[str, Any] | None = None
+                   ) -> tuple[tuple[str, float, str], ...]:
+    """(name, GiB, dtype) of each line of `other` for one configuration (`lines`:
+    `mem.buffer_lines()` when the caller has them already)."""
     sb, s = site.stack_buffers or bufm.LEGACY, int(one(layout.stack))
     dtypes = bufm.buffer_dtypes(PRECISIONS[int(layout.precision)], float(sb.grad_reduce_bytes[s]),
                                 bool(sb.fp8_primary_weights[s]))
-    lines = mem.buffer_lines()
+    lines = mem.buffer_lines() if lines is None else lines
     return tuple(zip(lines, _gib(tuple(lines.values())), [dtypes[k] for k in lines],
                      strict=True))
 
