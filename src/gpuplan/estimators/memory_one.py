@@ -415,7 +415,7 @@ def _close(d: dict[str, Any], c: dict[str, Any], m: float, kept_chosen: tuple[fl
     d["offloaded"] = d["offloaded"] + gone
     moves = gone > 0 or (float(c["offload_layers"]) > 0 and bool(int(c["offload"]) & O_ACTIVATIONS))
     d["host_traffic"] = d["host_traffic"] + (2.0 * m * stored if moves else 0.0)
-    tensors = sum(d[k] for k in _ALLOCATED)
+    tensors = sum(map(d.__getitem__, _ALLOCATED))  # from 0, in _ALLOCATED's order
     d["loss_overlap"] = mn(d["logits"], transient)  # the two phases peak apart
     d["allocated"] = tensors - d["loss_overlap"]
     d["allocator_margin"] = fragmentation * tensors

@@ -57,6 +57,8 @@ def first(x: Any) -> float:
     """The single value of a grid of one, as a Python float."""
     if type(x) is float:  # the scalar fast paths' values: no numpy round trip
         return x
+    if type(x) is int:  # the breakdown's stage index
+        return float(x)
     return float(np.asarray(x, dtype=float).reshape(-1)[0])
 
 
