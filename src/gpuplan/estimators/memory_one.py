@@ -35,6 +35,7 @@ import numpy as np
 
 from ..spec import (
     ADAFACTOR,
+    ADAMW,
     FP8,
     FP32,
     M_CORE_ATTN,
@@ -54,6 +55,7 @@ from ..spec import (
     R_OP,
     RECOMPUTE,
     S_DUALPIPE,
+    SGD,
     STACKS,
     ModelSpec,
 )
@@ -64,11 +66,13 @@ from .activations import LayerTerms, _act_out, _mlp_saved, attention_widths, mla
 from .buffers import ACT_E5M6_BYTES
 from .memory import (
     _ALLOCATED,
+    _GRAD_B,
+    _MASTER_B,
+    _WEIGHT_B,
     EMA_BYTES,
     MemoryBreakdown,
     adafactor_state_per_param,
     memory_breakdown,
-    model_state_bytes_per_param,
 )
 from .recompute import ACT_OFFLOAD_RESIDENT, op_bytes
 from .scalars import mn, mx, pipeline_stages
@@ -291,6 +295,9 @@ def _offload_state(c: dict[str, Any], m: float, *, weights: float, grads: float,
                    opt: float, opt_grads: float, opt_weights: float) -> dict[str, float]:
     """recompute.offload_state (with recompute.host_traffic)."""
     off, zero = int(c["offload"]), c["zero"]
+    if not off:  # nothing offloaded: the sums below are 0.0
+        return dict(weights=weights, gradients=grads, optimizer=opt, grad_accum=accum,
+                    offloaded=0.0, host_traffic=0.0)
     on_opt, on_params = (off & O_OPTIMIZER) != 0 and zero >= 0, (off & O_PARAMS) != 0 and zero >= 3
     on_grads = (off & O_GRADS) != 0 and zero >= 2
     traffic = ((2.0 * m * weights if on_params else 0.0)
@@ -350,10 +357,10 @@ def _stage_dicts(model: ModelSpec, layout: Any, c: dict[str, Any], runtime: floa
     """memory._stage_dicts: every part of the first, the last and the second rank."""
     ada = adafactor_state_per_param(model) if c["optimizer"] == ADAFACTOR else 0.0
     m = float(c["global_batch"]) / (float(c["dp"]) * float(c["micro_batch"]))
-    sb = {k: getattr(stacks, k)[c["stack"]] for k in stacks.__dataclass_fields__}
-    wb, gb, ob = model_state_bytes_per_param(c["precision"], c["optimizer"], ada,
-                                             float(sb["moment_bytes"]))
-    state_b = (float(wb), float(gb), float(ob))
+    names, values = _fields_of(stacks)
+    s = c["stack"]
+    sb = {k: v[s] for k, v in zip(names, values(stacks), strict=True)}
+    state_b = _state_bytes(c["precision"], c["optimizer"], ada, float(sb["moment_bytes"]))
     acts = _per_layer(model, c, sb)
     ft = finetune_of(model)
     dual = c["schedule"] == S_DUALPIPE
@@ -394,6 +401,18 @@ def _stage_dicts(model: ModelSpec, layout: Any, c: dict[str, Any], runtime: floa
                fragmentation)
         out.append(d)
     return out
+
+
+_WEIGHT_ONE, _GRAD_ONE, _MASTER_ONE = (tuple(float(x) for x in t)
+                                        for t in (_WEIGHT_B, _GRAD_B, _MASTER_B))
+
+
+def _state_bytes(precision: int, optimizer: int, adafactor_state: float, moment_bytes: float
+                 ) -> tuple[float, float, float]:
+    """memory.model_state_bytes_per_param of one configuration (its tables, Python floats)."""
+    per_opt = {ADAMW: 2.0, SGD: 1.0, ADAFACTOR: adafactor_state}[optimizer]
+    return (_WEIGHT_ONE[precision], _GRAD_ONE[precision],
+            _MASTER_ONE[precision] + per_opt * moment_bytes)
 
 
 def _share(n: Any, layers: float) -> float:
