@@ -138,20 +138,19 @@ BOTTLENECK_PARTS = (("compute", ("compute_s",)), ("fixed overhead", ("overhead_s
 BOTTLENECKS = tuple(name for name, _ in BOTTLENECK_PARTS)
 _part_values = attrgetter(*(k for _, keys in BOTTLENECK_PARTS for k in keys))
 _PART_SIZES = tuple(len(keys) for _, keys in BOTTLENECK_PARTS)
+_PART_SLICES = tuple(slice(sum(_PART_SIZES[:i]), sum(_PART_SIZES[:i + 1]))
+                     for i in range(len(_PART_SIZES)))
+_FLOATS = frozenset((float,))
 
 
 def bottleneck(t: Any) -> Any:
     """Index into BOTTLENECKS of the largest part of each step (a TimingBreakdown); nan and
     +inf parts count 0 (np.nan_to_num)."""
     flat = _part_values(t)
-    if all(type(x) is float for x in flat):  # one configuration (timing_one)
-        one, i, low = [], 0, -sys.float_info.max
-        for n in _PART_SIZES:  # each part's sum, as sum() adds (from 0)
-            x = 0
-            for j in range(i, i + n):
-                x = x + flat[j]
-            i += n
-            one.append(0.0 if x != x or x == math.inf else (x if x >= low else low))
+    if _FLOATS.issuperset(map(type, flat)):  # one configuration (timing_one)
+        low = -sys.float_info.max
+        sums = [sum(flat[s]) for s in _PART_SLICES]  # each part's sum, from 0
+        one = [0.0 if x != x or x == math.inf else (x if x >= low else low) for x in sums]
         return one.index(max(one))
     values = [[getattr(t, k) for k in keys] for _, keys in BOTTLENECK_PARTS]
     parts = [sum(np.asarray(x, dtype=float) for x in v) for v in values]

@@ -196,13 +196,13 @@ _detail_values = attrgetter(*DETAIL_FIELDS)
 _timing_values = attrgetter(*TIMING_PARTS)
 
 
-_FLOATS = frozenset((float,))
+_NUMBERS = frozenset((float, int))
 
 
 def _gib(values: tuple[Any, ...]) -> list[float]:
     """Bytes (Python floats, or grids of one) -> GiB as Python floats."""
-    if _FLOATS.issuperset(map(type, values)):  # the scalar fast path's floats
-        return [x / GiB for x in values]
+    if _NUMBERS.issuperset(map(type, values)):  # the scalar fast path's floats (and `stage`)
+        return [x / GiB for x in values]  # an int divides as float(x) / GiB
     return [(x if type(x) is float else first(x)) / GiB for x in values]
 
 
