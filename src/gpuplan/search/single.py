@@ -197,6 +197,7 @@ _timing_values = attrgetter(*TIMING_PARTS)
 
 
 _NUMBERS = frozenset((float, int))
+_FLOATS = frozenset((float,))
 
 
 def _gib(values: tuple[Any, ...]) -> list[float]:
@@ -211,8 +212,8 @@ def _memory_fields(mem: Any, layout: Layout, site: Site) -> dict[str, Any]:
     lines = mem.buffer_lines()
     summary = mem_summary(mem, GiB, lines)  # x / GiB: the same floats as (x / 1.0) / GiB
     return dict(
-        memory_gib=MemoryGiB(**{k: v if type(v) is float else first(v)
-                                for k, v in summary.items()}),
+        memory_gib=MemoryGiB(**(summary if _FLOATS.issuperset(map(type, summary.values()))
+                                else {k: first(v) for k, v in summary.items()})),
         memory_detail_gib=tuple(zip(DETAIL_FIELDS, _gib(_detail_values(mem)), strict=True)),
         allocated_gib=first(mem.allocated) / GiB, reserved_gib=first(mem.reserved) / GiB,
         memory_buffers=memory_buffers(mem, layout, site, lines))
