@@ -59,6 +59,7 @@ _HW_ALL = (*_HW, "host_bytes_per_s", "exp_per_s", "scale_out_dispatch_share")
 
 _PLAIN = (int, float, bool)
 _PLAIN_SET = frozenset(_PLAIN)
+_FLOATS = frozenset((float,))
 _layout_values = attrgetter(*_LAYOUT_NAMES)
 _hw_values = attrgetter(*_HW_ALL)
 _eff_values = attrgetter(*_EFF)
@@ -341,7 +342,7 @@ def _shared_overlap(comms: list[tuple[float, float]], budget: float) -> list[flo
 
 def _efficiency(eff: Any) -> Efficiency:
     if type(eff) is Efficiency and type(eff.guess) is bool \
-            and all(type(x) is float for x in map(getattr, repeat(eff), _EFF[:-1])):
+            and _FLOATS.issuperset(map(type, _eff_values(eff)[:-1])):
         return eff  # Python numbers already (a one-row efficiency)
     v = {k: _f(getattr(eff, k)) for k in _EFF}
     return Efficiency(**{**v, "guess": bool(v["guess"])})

@@ -46,10 +46,13 @@ SMALL_MICRO_BATCH = "micro_batch_too_small"
 SMALL_GEMM_FRACTION = 0.5  # achieved matmul efficiency below half its ceiling: GEMMs too small
 
 
+_PLAIN = frozenset((int, float, bool))
+
+
 def _plain(*values: Any) -> bool:
     """One configuration given as Python numbers: the rules below answer with Python bools
     (the same comparisons, without numpy's per-operation cost); a grid takes numpy."""
-    return all(type(v) in (int, float, bool) for v in values)
+    return _PLAIN.issuperset(map(type, values))
 
 
 @dataclass(frozen=True, kw_only=True)
