@@ -282,15 +282,6 @@ def _per_layer(model: ModelSpec, c: dict[str, Any], sb_: dict[str, Any]) -> dict
 # --- memory.py ----------------------------------------------------------------------------------
 
 
-def _sharded(P: StageParams, c: dict[str, Any], on: bool) -> float:
-    """shapes.sharded_params (with shapes.shard_group and shapes.expert_shard_group)."""
-    if not on:
-        return P.dense / 1.0 + P.expert / 1.0
-    sg = c["shard_group"]
-    group = sg if sg > 0 else c["dp"] * c["cp"]
-    return P.dense / group + P.expert / max(group / c["ep"], 1.0)
-
-
 def _offload_state(c: dict[str, Any], m: float, *, weights: float, grads: float, accum: float,
                    opt: float, opt_grads: float, opt_weights: float) -> dict[str, float]:
     """recompute.offload_state (with recompute.host_traffic)."""
@@ -318,8 +309,11 @@ def _state(P: StageParams, c: dict[str, Any], state_b: tuple[float, float, float
     zero, precision, sg = c["zero"], c["precision"], c["shard_group"]
     group = sg if sg > 0 else c["dp"] * c["cp"]
     egroup = max(group / c["ep"], 1.0)
-    n_grad, n_opt, n_w = _sharded(P, c, zero >= 2), _sharded(P, c, zero >= 1), \
-        _sharded(P, c, zero >= 3)
+    # shapes.sharded_params (with shapes.shard_group and expert_shard_group) at each ZeRO
+    # stage: unsharded (/ 1.0) or over the shard group, each computed once
+    whole, shard = P.dense / 1.0 + P.expert / 1.0, P.dense / group + P.expert / egroup
+    n_grad, n_opt, n_w = (shard if zero >= 2 else whole), (shard if zero >= 1 else whole), \
+        (shard if zero >= 3 else whole)
     fp8 = precision == FP8
     primary = fp8 and bool(sb["fp8_primary_weights"])
     # buffers.root_weight_bytes: the root stays 16-bit with no FP8 copy
