@@ -98,15 +98,16 @@ def _value(x: Any) -> Any:
     return a.reshape(-1)[0].item()
 
 
-_GETTERS: dict[type, tuple[tuple[str, ...], Any]] = {}  # a layout class -> its fields' reader
+_GETTERS: dict[type, tuple[tuple[str, ...], Any]] = {}  # a dataclass -> its fields' reader
 
 
-def _fields_of(layout: Any) -> tuple[tuple[str, ...], Any]:
-    """(field names, an attrgetter of them) of the layout's dataclass, once per class."""
-    kind = type(layout)
+def _fields_of(record: Any) -> tuple[tuple[str, ...], Any]:
+    """(field names, an attrgetter of them) of a dataclass record (a layout, the stacks'
+    buffers), once per class: its fields read in one call."""
+    kind = type(record)
     got = _GETTERS.get(kind)
     if got is None:
-        names = tuple(layout.__dataclass_fields__)
+        names = tuple(record.__dataclass_fields__)
         got = _GETTERS[kind] = (names, attrgetter(*names))
     return got
 
@@ -406,7 +407,7 @@ def _state_bytes(precision: int, optimizer: int, adafactor_state: float, moment_
     """memory.model_state_bytes_per_param of one configuration (its tables, Python floats)."""
     per_opt = {ADAMW: 2.0, SGD: 1.0, ADAFACTOR: adafactor_state}[optimizer]
     return (_WEIGHT_ONE[precision], _GRAD_ONE[precision],
-            _MASTER_ONE[precision] + per_opt * moment_bytes)
+            float(_MASTER_ONE[precision] + per_opt * moment_bytes))
 
 
 def _share(n: Any, layers: float) -> float:
