@@ -12,7 +12,6 @@ from .options import (
     add_model_options,
     add_report_options,
     add_site_options,
-    check_format,
     model_args,
     print_result,
     site_args,
@@ -174,32 +173,12 @@ def estimate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         **model_args(args), **site_args(args), **finetune_args(args))
 
 
-def _check_outputs(args: argparse.Namespace) -> None:
-    """Bad export or output flags fail before the estimate, in one line (as on `plan`)."""
-    from ..errors import ConfigError, UnknownIdError
-    from ..export import TARGETS
-    from .export_cmd import check_output
-
-    if args.output and not args.export:
-        raise ConfigError("-o goes with --export TARGET (megatron, torchtitan, deepspeed, "
-                          "torchrun, slurm or skypilot)")
-    if args.export and args.export.strip().lower() not in TARGETS:
-        raise UnknownIdError("export target", args.export, TARGETS)
-    check_output(args.output, args.force)
-    check_output(args.html, args.force)
-    check_format(args)
-    if (args.json or args.format != "text") and args.export and not args.output:
-        flag = "--json" if args.json else f"--format {args.format}"
-        raise ConfigError(f"--export without -o prints the launch config instead of the "
-                          f"estimate, so {flag} has nothing to format; add -o FILE")
-
-
 def run(args: argparse.Namespace) -> int:
     from .. import api
     from ..report.estimate import render_text, to_json
-    from .export_cmd import write_or_print
+    from .export_cmd import check_export_flags, write_or_print
 
-    _check_outputs(args)
+    check_export_flags(args, "estimate")
     result = api.estimate(**estimate_kwargs(args))
     doc = to_json(result) if (wants_json(args) or args.export) else {}
     write_html("estimate", doc, args)

@@ -74,6 +74,30 @@ def check_output(output: str | None, force: bool) -> None:
         raise ConfigError(f"'{display_path(output)}' exists; add --force to overwrite it")
 
 
+def check_export_flags(args: argparse.Namespace, what: str) -> None:
+    """The launch-config and output flags of `plan` and `estimate` (`what`), checked before any
+    work, in one line: -o (and plan's --rank) only with --export, a known target, no file
+    overwritten without --force, and no --json/--format when the launch config replaces the
+    printed result."""
+    from ..errors import ConfigError, UnknownIdError
+    from ..export import TARGETS
+    from .options import check_format
+
+    rank = getattr(args, "rank", None)
+    if not args.export and (args.output or rank):
+        raise ConfigError(f"{'-o' if args.output else '--rank'} goes with --export TARGET "
+                          "(megatron, torchtitan, deepspeed, torchrun, slurm or skypilot)")
+    if args.export and args.export.strip().lower() not in TARGETS:
+        raise UnknownIdError("export target", args.export, TARGETS)
+    check_output(args.output, args.force)
+    check_output(args.html, args.force)
+    check_format(args)
+    if (args.json or args.format != "text") and args.export and not args.output:
+        flag = "--json" if args.json else f"--format {args.format}"
+        raise ConfigError(f"--export without -o prints the launch config instead of the "
+                          f"{what}, so {flag} has nothing to format; add -o FILE")
+
+
 def write_or_print(text: str, output: str | None, force: bool) -> None:
     """Print, or write FILE -- never over an existing one without --force. The one write path
     of `export`, `plan --export -o` and `--html` on plan, estimate and tco."""

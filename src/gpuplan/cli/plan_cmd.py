@@ -15,7 +15,6 @@ from .options import (
     add_model_options,
     add_report_options,
     add_site_options,
-    check_format,
     model_args,
     print_result,
     site_args,
@@ -148,26 +147,6 @@ def request_of(args: argparse.Namespace) -> dict[str, Any]:
     return {**model_args(args), "catalog": list(args.catalog)}
 
 
-def _check_outputs(args: argparse.Namespace) -> None:
-    """Bad export or output flags fail before the search, in one line."""
-    from ..errors import ConfigError, UnknownIdError
-    from ..export import TARGETS
-    from .export_cmd import check_output
-
-    if not args.export and (args.output or args.rank):
-        raise ConfigError(f"{'-o' if args.output else '--rank'} goes with --export TARGET "
-                          "(megatron, torchtitan, deepspeed, torchrun, slurm or skypilot)")
-    if args.export and args.export.strip().lower() not in TARGETS:
-        raise UnknownIdError("export target", args.export, TARGETS)
-    check_output(args.output, args.force)
-    check_output(args.html, args.force)
-    check_format(args)
-    if (args.json or args.format != "text") and args.export and not args.output:
-        flag = "--json" if args.json else f"--format {args.format}"
-        raise ConfigError(f"--export without -o prints the launch config instead of the plan, "
-                          f"so {flag} has nothing to format; add -o FILE")
-
-
 def _export(doc: dict[str, Any], args: argparse.Namespace) -> str:
     from ..errors import ConfigError
     from ..export import export, record_from
@@ -183,9 +162,9 @@ def _export(doc: dict[str, Any], args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     from .. import api
     from ..report.plan import render_text, to_json
-    from .export_cmd import write_or_print
+    from .export_cmd import check_export_flags, write_or_print
 
-    _check_outputs(args)
+    check_export_flags(args, "plan")
     quiet = args.quiet or args.json or (args.export and not args.output)
     result = api.plan(progress=_Progress(not quiet), workers=args.workers or default_workers(),
                       **plan_kwargs(args))
