@@ -54,6 +54,7 @@ from .workload import (
 )
 
 if TYPE_CHECKING:
+    from .search.evaluate import SiteOverrides
     from .search.ownership import TcoResult
 
 __all__ = ["estimate", "plan", "tco"]
@@ -108,7 +109,7 @@ def _site(cat: Catalog, flags: dict[str, Any], scen: dict[str, Any] | None = Non
     return site_from_catalog(cat, **scenario.site_overrides(scen or {}, _site_overrides(flags)))
 
 
-def _site_overrides(flags: dict[str, Any]) -> dict[str, float | None]:
+def _site_overrides(flags: dict[str, Any]) -> SiteOverrides:
     """The site flags given, as `evaluate.Site` fields (None where not given), each checked by
     the rule `gpuplan tco` applies to the same input (`search.inputs.check_input`)."""
     return {**{field: None if flags.get(flag) is None else

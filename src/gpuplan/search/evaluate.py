@@ -81,6 +81,11 @@ def with_allocator(cat: Catalog, site: Site, allocator: str | None) -> Site:
     return replace(site, allocator=allocator, fragmentation=allocator_fraction(cat, allocator))
 
 
+# site overrides as the flags give them: Site fields by name (numbers; None = the catalog's) and
+# "allocator" (a name in ALLOCATORS)
+SiteOverrides = dict[str, float | str | None]
+
+
 def site_from_catalog(cat: Catalog, **overrides: Any) -> Site:
     """Catalog site defaults with the non-None overrides (numbers, by Site field) applied; the
     allocator margin is the catalog's for the `allocator` override (a name in ALLOCATORS; None

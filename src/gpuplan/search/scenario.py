@@ -19,7 +19,7 @@ from ..errors import CatalogError, UnknownIdError
 from ..spec import ModelSpec, System
 from ..units import parse_count
 from ..workload import default_global_batch, default_seq_len
-from .evaluate import Site
+from .evaluate import Site, SiteOverrides
 from .plan import Request, at_size
 from .platforms import Platform, system_platform
 from .results import SizeResult
@@ -77,8 +77,7 @@ def with_scenario_price(cat: Catalog, scen: dict[str, Any]) -> Catalog:
     return with_system_price(cat, s, float(price), str(scen.get("price_source", "scenario")))
 
 
-def site_overrides(scen: dict[str, Any], overrides: dict[str, float | None]
-                   ) -> dict[str, float | None]:
+def site_overrides(scen: dict[str, Any], overrides: SiteOverrides) -> SiteOverrides:
     """Site overrides: the flags' (not None) first, then the scenario's years and utilization."""
     out = dict(overrides)
     for key in SITE_KEYS:

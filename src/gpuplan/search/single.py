@@ -35,7 +35,7 @@ from ..spec import (
 )
 from ..units import GiB
 from . import feasibility as fz
-from .evaluate import Site, outcome, own_cost, physics, site_from_catalog
+from .evaluate import Site, SiteOverrides, outcome, own_cost, physics, site_from_catalog
 from .fit import fit_options
 from .hardware import check_precision, default_system, efficiency_for, hardware_table
 from .intervals import Interval, interval
@@ -266,7 +266,7 @@ def check_host_memory(offloaded_bytes: float, host_bytes: float, plat: Platform)
 def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *, gpus: int,
              tokens: float | None, offer: str | None, system: str | None,
              usd_per_gpu_hour: float | None, pricing: str | None,
-             overrides: dict[str, float | None],
+             overrides: SiteOverrides,
              power_limit_watts: float | None = None, grad_reduce_dtype: str | None = None,
              memory_options: tuple[str | None, ...] = ()) -> Estimate:
     """`memory_options`: (moments dtype, activation cache, EMA place, FP8 recipe),
@@ -327,7 +327,7 @@ def _check_precision(cat: Catalog, gpu: Accelerator, precision: str) -> None:
         per_catalog(cat, ("precision", gpu.id, precision), lambda: check_precision(gpu, precision))
 
 
-def _site(cat: Catalog, overrides: dict[str, float | None]) -> Site:
+def _site(cat: Catalog, overrides: SiteOverrides) -> Site:
     """The site: the catalog's defaults (once per catalog) or, with an override, built anew."""
     if any(v is not None for v in overrides.values()):
         return site_from_catalog(cat, **overrides)
