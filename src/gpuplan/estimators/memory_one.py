@@ -391,7 +391,7 @@ def _stage_dicts(model: ModelSpec, layout: Any, c: dict[str, Any], runtime: floa
         layer = mx(acts["dense_stored"] if dense_on else 0.0,
                    acts["moe_stored"] if moe_on else 0.0)
         nl, n = P.dense_layers + P.moe_layers, float(c["offload_layers"])
-        chosen = mx(stored * (held * mn(n, nl) - 1.0) / mx(nl, 1.0), 0.0) if n > 0 else kept
+        chosen = stored * held * mn(n, nl) / mx(nl, 1.0) if n > 0 else kept
         _close(d, c, m, (kept, chosen), layer, stored * _share(n, nl), transient, runtime,
                fragmentation)
         out.append(d)

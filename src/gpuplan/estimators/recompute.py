@@ -221,11 +221,19 @@ def offloaded_layers_bytes(offload_layers: Any, stage_layers: Any, held: Any, st
                            kept: Any) -> Any:
     """At most how many of the `kept` bytes activation offload holds on the host: with
     offload_layers = k > 0, the first k layers of each of the `held` in-flight micro-batches
-    (`stored` bytes a micro-batch over `stage_layers` layers) but the one layer being reloaded;
-    with k = 0 (every layer), all `kept`."""
+    (`stored` bytes a micro-batch over `stage_layers` layers); with k = 0 (every layer), all
+    `kept`. Transformer Engine's default synchronizer (Megatron-Core's cpu_offloading_num_layers
+    goes to its get_cpu_offload_context) frees layer i's GPU copy before layer L - k + i runs
+    forward and starts reloading it at layer L - 1 - k + i's backward step, once layer
+    L - k + i's activations are freed, so at most L - k layers' activations are on the GPU at
+    any time, the peak (the backward's start) included: NVIDIA/TransformerEngine
+    transformer_engine/pytorch/cpu_offload.py DefaultOffloadSynchronizer
+    (_init_offload_synchronization_dicts, fwd_step, bwd_step), lines 600-645 at v2.14.1
+    (366798ef8, the version Megatron-Bridge v0.4.2 / NeMo 26.04.01 pins): "peak memory usage
+    of saving activations is (num_layers - num_offloaded_layers) * T"."""
     n = np.asarray(offload_layers, dtype=float)
-    part = stored * (held * np.minimum(n, stage_layers) - 1.0) / np.maximum(stage_layers, 1.0)
-    return np.where(n > 0, np.maximum(part, 0.0), kept)
+    part = stored * held * np.minimum(n, stage_layers) / np.maximum(stage_layers, 1.0)
+    return np.where(n > 0, part, kept)
 
 
 def offloaded_activations(offload: Any, layer_bytes: Any, kept: Any, chosen: Any = None) -> Any:
