@@ -16,7 +16,8 @@ from gpuplan.errors import ConfigError
 from gpuplan.report import estimate as rep_estimate
 from gpuplan.report.validation import residuals_toml
 from gpuplan.search.intervals import GUESS_WIDEN, at_confidence, interval
-from gpuplan.validation import cross_validate
+from gpuplan.report.fmt import pct
+from gpuplan.validation import cross_validate, summary
 
 RUN = dict(model="llama3-8b", gpu="h100-sxm", gpus=64, zero=1, tokens="1T",
            usd_per_gpu_hour=2.0)
@@ -41,12 +42,49 @@ def test_residuals_file_is_the_generated_table(cat, cv):
     assert all(r["p10"] <= r["p50"] <= r["p90"] for r in rows.values())
 
 
+# Today's coverage, as `validate --cross-validate` prints it (newest releases, every release);
+# test_stated_coverage_is_current keeps the xfail below honest.
+COVERAGE_NOW = {"current": ("68.9%", 103), "all": ("79.2%", 226)}
+# The runs with a written, source-based `anomaly` reason (docs/calibration.md, "Fine-grained
+# MoE: anomaly reasons ..."): NVIDIA-stated 25.11 regressions.
+FLAGGED = {
+    "mbridge2511-h100-qwen3-30b-a3b-16-fp8": "Megatron-Bridge/issues/1998",
+    "mbridge2511-b200-qwen3-30b-a3b-8-mxfp8": "Megatron-Bridge/issues/1998",
+    "mbridge2511-b200-qwen3-235b-a22b-64-mxfp8": "Megatron-Bridge/pull/1760",
+}
+
+
+@pytest.mark.parametrize("releases", ["current", "all"])
+def test_stated_coverage_is_current(cat, cv, releases):
+    cov = coverage(cat, cv, all_releases=releases == "all")
+    assert (pct(100.0 * cov["coverage"]), cov["n"]) == COVERAGE_NOW[releases]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    f"not met out of sample: {COVERAGE_NOW['current'][0]} of {COVERAGE_NOW['current'][1]} "
+    "current runs inside their P10-P90 range (71.2% of 104 before the three NVIDIA-stated "
+    "25.11 regressions left the residual quantiles: without them the h100 and pooled P90 "
+    "fall and three H100 runs drop out of their ranges); every release: "
+    f"{COVERAGE_NOW['all'][0]}"))
 def test_coverage_meets_the_target_out_of_sample(cat, cv):
     """Share of known runs inside a P10-P90 range built from the *other* sources' residuals
     (every release), over the newest release of each configuration (#12)."""
     cov = coverage(cat, cv)
     assert cov["n"] >= 100
     assert COVERAGE_TARGET[0] <= cov["coverage"] <= COVERAGE_TARGET[1], cov["coverage"]
+
+
+def test_flagged_runs_count_in_errors_but_not_in_the_ranges(cat, cv):
+    """A run with an `anomaly` reason stays in every |error| figure, and is left out of the
+    residual quantiles and of the coverage; only the source-named 25.11 runs carry one."""
+    flagged = {r.id: r.anomaly for r in cv if r.anomaly}
+    assert set(flagged) == set(FLAGGED)
+    assert all(f"github.com/NVIDIA-NeMo/{FLAGGED[k]}" in why for k, why in flagged.items())
+    known = [r for r in cv if r.status == "known"]
+    assert summary(cv, all_releases=True)["n"] == len(known)
+    assert residual_table(cat, cv)["pooled"]["runs"] == len(known) - len(FLAGGED)
+    inside = coverage(cat, cv, all_releases=True)["inside"]
+    assert len(inside) == len(known) - len(FLAGGED) and not set(FLAGGED) & set(inside)
 
 
 def test_guess_ranges_are_wider_than_the_pooled_ones(cat):
@@ -102,3 +140,18 @@ def test_plan_json_has_the_interval_keys(run_cli):
     row = json.loads(out)["plans"][0]
     assert {"time_to_train_days_p10", "time_to_train_days_p90", "cost_usd_p10",
             "cost_usd_p90", "step_time_s_p10", "step_time_s_p90", "stack"} <= set(row)
+
+
+def test_2511_moe_misses_are_the_stated_ones(cat, cv):
+    """The four 25.11 MoE runs that test_calibration_figures' strict xfail names, with the
+    errors it states (one decimal): three flagged, one (8 GB200) with no stated reason."""
+    inside = coverage(cat, cv, all_releases=True)["inside"]
+    missed = {r.id: (pct(r.error_pct), bool(r.anomaly)) for r in cv
+              if r.id.startswith("mbridge2511-") and r.moe
+              and abs(r.error_pct) > 25.0 and not inside.get(r.id, False)}
+    assert missed == {
+        "mbridge2511-h100-qwen3-30b-a3b-16-fp8": ("149.0%", True),
+        "mbridge2511-b200-qwen3-30b-a3b-8-mxfp8": ("186.1%", True),
+        "mbridge2511-b200-qwen3-235b-a22b-64-mxfp8": ("89.4%", True),
+        "mbridge2511-gb200-qwen3-30b-a3b-8-mxfp8": ("28.0%", False),
+    }
