@@ -171,7 +171,7 @@ def test_interval_verdict_does_not_depend_on_which_runs_are_counted(cat, cv):
     from gpuplan.calibrate.groups import coverage
 
     now, every = coverage(cat, cv)["inside"], coverage(cat, cv, all_releases=True)["inside"]
-    assert len(now) == 104 and len(every) == 229
+    assert len(now) == 103 and len(every) == 226  # the 3 runs flagged `anomaly` are left out
     assert now == {k: every[k] for k in now}
 
 
@@ -242,11 +242,15 @@ MOE_2511_TARGET_PCT = 25.0  # or inside the run's P10-P90 interval
 # superseded by later releases): the newest-release default changes what the summaries count,
 # not this test. The P10-P90 range a run is judged against is built from every release of the
 # other sources (calibrate.groups.coverage), the same whichever runs are counted.
+# A run flagged `anomaly` (a source-stated regression) has no range (it is left out of the
+# coverage) and counts as a miss here: a flag explains a miss, it does not meet the target.
 @pytest.mark.xfail(strict=True, reason=(
     "not met out of sample: 4 of the 12 25.11 MoE runs are off by more than 25% and outside "
-    "their P10-P90 interval under leave-one-source-out: Qwen3-30B-A3B on 16 H100 (+149.0%), "
-    "on 8 B200 (+186.1%) and on 8 GB200 (+28.0%), superseded by later releases, and "
-    "Qwen3-235B-A22B MXFP8 on 64 B200 (+89.4%), which no later release publishes"))
+    "their P10-P90 interval under leave-one-source-out: Qwen3-30B-A3B on 16 H100 (+149.0%) "
+    "and on 8 B200 (+186.1%) and Qwen3-235B-A22B MXFP8 on 64 B200 (+89.4%, no later release "
+    "publishes 64 B200), each flagged with an NVIDIA-stated 25.11 regression (column "
+    "`anomaly`: Megatron-Bridge #1998, #1705/#1760), and Qwen3-30B-A3B on 8 GB200 (+28.0%, "
+    "superseded by later releases), which no source explains"))
 def test_issue12_2511_moe_runs_within_25pct_or_their_interval(cat, cv):
     from gpuplan.calibrate.groups import coverage
 
@@ -254,5 +258,5 @@ def test_issue12_2511_moe_runs_within_25pct_or_their_interval(cat, cv):
     runs = [r for r in cv if r.id.startswith("mbridge2511-") and r.moe]
     assert len(runs) == 12  # DeepSeek-V3, Qwen3-30B-A3B and Qwen3-235B-A22B, 25.11 tables
     missed = {r.id: round(r.error_pct, 1) for r in runs
-              if abs(r.error_pct) > MOE_2511_TARGET_PCT and not inside[r.id]}
+              if abs(r.error_pct) > MOE_2511_TARGET_PCT and not inside.get(r.id, False)}
     assert not missed, missed
