@@ -14,9 +14,9 @@ from gpuplan.calibrate.groups import coverage, residual_table
 from gpuplan.catalog import package_data_path
 from gpuplan.errors import ConfigError
 from gpuplan.report import estimate as rep_estimate
+from gpuplan.report.fmt import pct
 from gpuplan.report.validation import residuals_toml
 from gpuplan.search.intervals import GUESS_WIDEN, at_confidence, interval
-from gpuplan.report.fmt import pct
 from gpuplan.validation import cross_validate, summary
 
 RUN = dict(model="llama3-8b", gpu="h100-sxm", gpus=64, zero=1, tokens="1T",
