@@ -4,7 +4,9 @@ FP8/BF16 gain on paired runs (issue #12, L5).
 Residuals are actual / predicted *time* (`RunResult.time_ratio`) of runs predicted under
 leave-one-source-out cross-validation, so no residual comes from constants fitted on its own
 source. Runs with a written `anomaly` reason in published_runs.csv are left out of the
-quantiles and of the coverage (and reported as such).
+quantiles and of the coverage (and reported as such); they stay in every |error| figure
+(`by_group`, validation.summary), so a flag never improves an error figure
+(docs/calibration.md, "Fine-grained MoE: anomaly reasons ...").
 
 Release spread (calibrate/releases.py): the figures by group, the coverage and the FP8 pairs
 count the current runs (newest release of each configuration) unless `all_releases`. The

@@ -3,7 +3,9 @@
 `validate --calibrate --residuals` writes `data/residuals.toml`: for each (family, stack
 calibration group) with enough runs, the 10th, 50th and 90th percentiles of actual /
 predicted time over its published runs, each run predicted by constants fitted without its
-source (leave-one-source-out), and a 'pooled' row over every run. A figure's P10-P90 range is
+source (leave-one-source-out), and a 'pooled' row over every run. Runs with a written,
+source-based `anomaly` reason (a release's stated regression) are left out: the range states
+how far current, well-tuned software may fall from the prediction. A figure's P10-P90 range is
 its predicted value times (p10, p90) of its group; a pair without a group row takes the pooled
 row, and a guess (no calibration run for the pair) takes the pooled row widened by
 GUESS_WIDEN in log space. GPU-hours and cost are taken to scale with time (goodput and
