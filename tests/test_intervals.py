@@ -41,11 +41,6 @@ def test_residuals_file_is_the_generated_table(cat, cv):
     assert all(r["p10"] <= r["p50"] <= r["p90"] for r in rows.values())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not met since the torchtitan Grand Teton runs (#12): 69.0% of the 116 current runs inside "
-    "their P10-P90 range (71.2% of 104 before; their residuals, mostly predicted slow, join the "
-    "h100/fsdp group's quantiles, and 4 more llm-foundry runs fall outside; fsdp 53.1% -> "
-    "40.6%, torchtitan 84.6%)"))
 def test_coverage_meets_the_target_out_of_sample(cat, cv):
     """Share of known runs inside a P10-P90 range built from the *other* sources' residuals
     (every release), over the newest release of each configuration (#12)."""

@@ -26,12 +26,17 @@ def _rows():
 
 def test_the_grand_teton_rows_are_validation_only_and_sourced():
     """12 known runs and 6 excluded ones (405B with PP: micro-batches and stage split not
-    stated); none may be fitted (not in the calibration set), each names its file, its
-    table row and the torchtitan commit, and the 500 W limit its source states."""
+    stated), all hold-out (#12: validation only; two are runs of the public list, named by
+    public_id, the rest outside the calibration set); each names its file, its table row and
+    the torchtitan commit, and the 500 W limit its source states."""
     rows = _rows()
     assert sorted(r["status"] for r in rows).count("known") == 12 and len(rows) == 18
+    public = {r["id"]: r["public_id"] for r in rows if r["public_id"]}
+    assert public == {"ttgrandteton-llama3-8b-128-fp8-2412": "tt-8b-128-fp8",
+                      "ttgrandteton-llama31-405b-512-fp8-i1f1b-2412": "tt-405b-512-fp8"}
     for r in rows:
-        assert r["fit"] == "holdout" and calibration_set_reason(r) == "", r["id"]
+        assert r["fit"] == "holdout", r["id"]
+        assert calibration_set_reason(r) == ("public list" if r["public_id"] else ""), r["id"]
         assert (r["gpu"], r["stack"], r["power_limit_watts"]) == (
             "h100-sxm-hbm2e", "torchtitan", "500"), r["id"]
         assert "https://github.com/pytorch/torchtitan/blob/main/benchmarks/" in r["source"]
