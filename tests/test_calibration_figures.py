@@ -28,12 +28,12 @@ WORST_TARGET_PCT = 25.0
 # count each configuration's newest published release (calibrate/releases.py); ALL_RELEASES
 # holds the same figures over every release (`validate --all-releases`), as quoted before.
 NOW = {
-    ("holdout", "median"): "9.9%", ("holdout", "worst"): "94.7%",
-    ("cv", "median"): "13.0%", ("cv", "worst"): "97.0%",
+    ("holdout", "median"): "11.1%", ("holdout", "worst"): "94.7%",
+    ("cv", "median"): "13.4%", ("cv", "worst"): "97.0%",
 }
 ALL_RELEASES = {
-    ("holdout", "median"): "10.7%", ("holdout", "worst"): "184.8%",
-    ("cv", "median"): "12.0%", ("cv", "worst"): "186.1%",
+    ("holdout", "median"): "10.9%", ("holdout", "worst"): "184.8%",
+    ("cv", "median"): "12.1%", ("cv", "worst"): "186.1%",
 }
 
 
@@ -68,7 +68,7 @@ def test_the_calibration_rule_sorts_known_rows():
 
 def test_public_ids_name_one_run_each():
     ids = [r["public_id"] for r in load_runs() if r["public_id"]]
-    assert len(ids) == len(set(ids)) == 50  # 50 of our runs are runs of the public list
+    assert len(ids) == len(set(ids)) == 52  # 52 of our runs are runs of the public list
     assert all(re.fullmatch(r"[A-Za-z0-9][\w.\-]*", i) for i in ids)
 
 
@@ -81,7 +81,7 @@ def test_stated_figures_are_current(results, cv, all_releases, stated):
     held = summary(results, subset="holdout", all_releases=all_releases)
     loso = summary(cv, all_releases=all_releases)
     assert held["sample"] == loso["sample"] == "out"
-    assert (held["n"], loso["n"]) == ((201, 229) if all_releases else (78, 104))
+    assert (held["n"], loso["n"]) == ((214, 242) if all_releases else (91, 117))
     got = {("holdout", "median"): held["median_abs_error_pct"],
            ("holdout", "worst"): held["worst_abs_error_pct"],
            ("cv", "median"): loso["median_abs_error_pct"],
@@ -89,9 +89,13 @@ def test_stated_figures_are_current(results, cv, all_releases, stated):
     assert {k: pct(v) for k, v in got.items()} == stated
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    f"not met out of sample: hold-out median |error| {NOW['holdout', 'median']} over the 91 "
+    "hold-out runs of the newest releases; it was 9.9% over 78 before the 13 torchtitan runs "
+    "added in #12 (12 Grand Teton H100, 13.0% median, and one H200; docs/calibration.md)"))
 def test_hold_out_median_meets_the_target(results):
-    """Met since the recorded MoE dispatcher and all-to-all overlap (#12): 9.9% over the 78
-    hold-out runs of the newest releases."""
+    """Met from the recorded MoE dispatcher and all-to-all overlap (#12: 9.9% over the 78
+    hold-out runs of the newest releases) until the torchtitan Grand Teton runs were added."""
     s = summary(results, subset="holdout")
     assert s["n"] >= 70 and s["sample"] == "out"
     assert s["median_abs_error_pct"] <= MEDIAN_TARGET_PCT
@@ -106,7 +110,7 @@ def test_hold_out_worst_meets_the_target(results):
 
 @pytest.mark.xfail(strict=True, reason=(
     f"not met out of sample: leave-one-source-out median |error| {NOW['cv', 'median']} over "
-    "the 104 known runs of the newest releases (each source predicted by constants refitted "
+    "the 117 known runs of the newest releases (each source predicted by constants refitted "
     "without it)"))
 def test_cross_validated_median_meets_the_target(cv):
     s = summary(cv)
@@ -171,7 +175,7 @@ def test_interval_verdict_does_not_depend_on_which_runs_are_counted(cat, cv):
     from gpuplan.calibrate.groups import coverage
 
     now, every = coverage(cat, cv)["inside"], coverage(cat, cv, all_releases=True)["inside"]
-    assert len(now) == 103 and len(every) == 226  # the 3 runs flagged `anomaly` are left out
+    assert len(now) == 116 and len(every) == 239  # the 3 runs flagged `anomaly` are left out
     assert now == {k: every[k] for k in now}
 
 
@@ -204,15 +208,15 @@ FP8_GAIN_TARGET_PCT = 10.0  # FP8/BF16 gain on the paired runs
 
 @pytest.mark.xfail(strict=True, reason=(
     f"not met out of sample: leave-one-source-out median |error| {NOW['cv', 'median']} over "
-    "the 104 known runs of the newest releases (target 8%)"))
+    "the 117 known runs of the newest releases (target 8%)"))
 def test_issue12_all_runs_median(cv):
     assert summary(cv)["median_abs_error_pct"] <= ALL_MEDIAN_TARGET_PCT
 
 
 @pytest.mark.xfail(strict=True, reason=(
     "not met out of sample: groups (>= 10 newest-release runs) over 10% median |error| under "
-    "leave-one-source-out: family a100 10.01%, gb300 18.2%, h100 22.8%; stack fsdp 24.1%, "
-    "nemo 13.4%"))
+    "leave-one-source-out: family a100 10.01%, gb300 18.2%, h100 17.7%; stack fsdp 24.1%, "
+    "nemo 13.4%, torchtitan 15.7%"))
 def test_issue12_every_large_group_median(cv):
     from gpuplan.calibrate.groups import by_group
 
@@ -224,9 +228,10 @@ def test_issue12_every_large_group_median(cv):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "not met out of sample: FP8/BF16 gain error +10.4% (llm-foundry MPT-3B, 8 H100) and "
+    "not met out of sample: FP8/BF16 gain error +10.4% (llm-foundry MPT-3B, 8 H100), "
     "+15.9% (DeepSeek-V3 on 256 GB300, 25.11: no later release publishes its BF16 run, so "
-    "the pair is current) under leave-one-source-out"))
+    "the pair is current) and -18.5% (torchtitan Llama 3 70B on 256 Grand Teton H100, async "
+    "TP; the three other torchtitan pairs -2.4% to -9.0%) under leave-one-source-out"))
 def test_issue12_fp8_gain_on_pairs(cv):
     from gpuplan.calibrate.groups import fp8_pairs
 

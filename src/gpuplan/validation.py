@@ -29,7 +29,7 @@ import numpy as np
 from .calibrate.memory_fit import MemoryFit, layout_fields, memory_options, run_fit
 from .calibrate.memory_fit import int_field as _int
 from .calibrate.releases import newest_runs, source_group
-from .calibrate.time_fields import time_fields
+from .calibrate.time_fields import power_limit, time_fields
 from .catalog import Catalog, read_package_csv
 from .errors import CatalogError, GpuplanError
 from .estimators.compute import Efficiency, flops_per_token
@@ -172,11 +172,11 @@ def run_spec(cat: Catalog, row: dict[str, str]) -> RunSpec:
 
 def _hardware(cat: Catalog, rs: RunSpec) -> Any:
     row = rs.row
-    return hardware_for(cat, rs.gpu, precision=row["precision"],
-                        gpus_per_node=_int(row, "gpus_per_node") or None,
-                        scale_up_domain=_int(row, "scale_up_domain") or None,
-                        scale_out_bytes_per_s=float(row["nic_gbit_per_gpu"]) * 1e9 / 8
-                        if row.get("nic_gbit_per_gpu") else None)
+    return power_limit(row, cat.accelerator(rs.gpu), hardware_for(
+        cat, rs.gpu, precision=row["precision"], gpus_per_node=_int(row, "gpus_per_node") or None,
+        scale_up_domain=_int(row, "scale_up_domain") or None,
+        scale_out_bytes_per_s=float(row["nic_gbit_per_gpu"]) * 1e9 / 8
+        if row.get("nic_gbit_per_gpu") else None))
 
 
 def published_value(rs: RunSpec) -> tuple[str, float]:

@@ -1,11 +1,15 @@
 """The time-model settings of a published run (data/published_runs.csv): the pipeline schedule
 (`schedule`: empty = 1f1b; 1f1b-a2a where the recipe sets Megatron-Core's
 --overlap-moe-expert-parallel-comm) and the MoE token dispatcher (`moe_dispatcher`: empty = auto,
-the stack's; flex or alltoall as the recipe sets --moe-token-dispatcher-type)."""
+the stack's; flex or alltoall as the recipe sets --moe-token-dispatcher-type); and the power
+limit the GPUs ran at (`power_limit_watts`: empty = the catalog part's TDP)."""
 
 from __future__ import annotations
 
-from ..spec import MOE_DISPATCHERS, SCHEDULES, code
+from typing import Any
+
+from ..search.single import power_limited
+from ..spec import MOE_DISPATCHERS, SCHEDULES, Accelerator, code
 
 
 def time_fields(row: dict[str, str]) -> dict[str, int]:
@@ -15,3 +19,10 @@ def time_fields(row: dict[str, str]) -> dict[str, int]:
             "moe_dispatcher": code(MOE_DISPATCHERS,
                                    row.get("moe_dispatcher", "").strip() or MOE_DISPATCHERS[0],
                                    "moe_dispatcher")}
+
+
+def power_limit(row: dict[str, str], gpu: Accelerator, hw: Any) -> Any:
+    """`hw` as a run held to the row's `power_limit_watts` ran it: peak FLOP/s scaled as
+    `estimate --power-limit-watts` scales them (search.single.power_limited)."""
+    watts = row.get("power_limit_watts", "").strip()
+    return power_limited(hw, gpu, float(watts)) if watts else hw
