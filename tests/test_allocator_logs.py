@@ -1,7 +1,7 @@
 """The allocator margin from published reserved/allocated logs (#11; docs/calibration.md
 'Allocator margin from published reserved/allocated logs'): the collected logs are well formed,
-the rule's figures are the ones docs and site.toml quote, and the measured value was not adopted
-(it breaks the memory dataset's median bar) so site.toml keeps its judgement."""
+the rule's figures are the ones docs and site.toml quote, and the logs found do not reach the
+rule's quorum, so site.toml keeps its judgement."""
 
 from __future__ import annotations
 
@@ -32,23 +32,24 @@ def _raw() -> list[dict[str, str]]:
 
 def test_rule_figures_recomputed_from_the_csv():
     """Independent recomputation with the csv and statistics modules: the admitted caching logs
-    (17 runs from 12 sources) give a median margin of 0.04; no admitted expandable log."""
+    (5 runs from 5 sources, each with a public URL) give a median margin of 0.13, short of the
+    rule's quorum (8 runs from 4 sources); no admitted expandable log."""
     rows = [r for r in _raw() if r["admitted"] == "yes"]
     caching = [float(r["max_reserved_mib"]) / float(r["max_allocated_mib"]) - 1
                for r in rows if r["setting"] == "caching"]
-    assert len(caching) == 17 and len({r["source_id"] for r in rows}) == 12
-    assert round(statistics.median(caching), 2) == 0.04
+    assert len(caching) == 5 and len({r["source_id"] for r in rows}) == 5
+    assert round(statistics.median(caching), 2) == 0.13
     got = allocator_margins()
-    assert got["caching"] == {"runs": 17, "sources": 12, "median": 0.04, "quorum": True}
+    assert got["caching"] == {"runs": 5, "sources": 5, "median": 0.13, "quorum": False}
     assert got["expandable"] == {"runs": 0, "sources": 0, "median": None, "quorum": False}
 
 
 def test_every_log_is_sourced_and_checked():
     rows = load_allocator_logs()
-    assert len(rows) == len(_raw()) >= 20
+    assert len(rows) == len(_raw()) == 7
     for r in rows:
         assert float(r["max_allocated_mib"]) <= float(r["max_reserved_mib"]), r["id"]
-        assert ("github.com" in r["source"]) or ("search index id" in r["source"]), r["id"]
+        assert "https://github.com/" in r["source"] and r["locator"], r["id"]
 
 
 @pytest.mark.parametrize("field,value,words", [
@@ -69,31 +70,22 @@ def test_bad_log_row_is_one_line(monkeypatch, field, value, words):
     assert "\n" not in msg and bad["id"] in msg and words in msg
 
 
-def test_measured_margin_not_adopted_because_it_breaks_the_memory_bar(cat):
-    """The adoption test of the rule: with both settings at the measured 0.04 the memory
-    dataset's median |error| goes above 8% (11.4%), so site.toml keeps 0.10 (JUDGEMENT) and its
-    notes quote the tried value; the figure is recomputed here (tolerance 0.05 points: the
-    printed one-decimal figure)."""
-    from dataclasses import replace
-
+def test_quorum_not_met_so_the_judgement_stays(cat):
+    """The rule sets a margin only with a quorum; the logs found miss it, so site.toml keeps
+    0.10 (JUDGEMENT) for both settings, quoting the logs' median, and the memory dataset's
+    median stays under #11's 8% bar with it."""
     site_toml = tomllib.loads((DATA / "site.toml").read_text())["site"]
     for name in ("caching", "expandable"):
         entry = site_toml[f"allocator_fragmentation_{name}"]
         assert entry["value"] == 0.10 and "JUDGEMENT" in entry["notes"]
-        assert "allocator_logs.csv" in entry["notes"] and "0.04" in entry["notes"]
-    site = dict(cat.site)
-    for name in ("caching", "expandable"):
-        key = f"allocator_fragmentation_{name}"
-        site[key] = replace(site[key], value=0.04)
-    tried = memory_summary(validate_memory(replace(cat, site=site)))
-    assert tried["median_abs_error_pct"] == pytest.approx(11.4, abs=0.05)
-    assert tried["median_abs_error_pct"] > 8.0
-    now = memory_summary(validate_memory(cat))
-    assert now["median_abs_error_pct"] <= 8.0
+        assert "allocator_logs.csv" in entry["notes"]
+    assert "0.13" in site_toml["allocator_fragmentation_caching"]["notes"]
+    assert not allocator_margins()["caching"]["quorum"]
+    assert memory_summary(validate_memory(cat))["median_abs_error_pct"] <= 8.0
 
 
 def test_docs_quote_the_rule_figures():
     text = " ".join(DOC.read_text().split())
     assert "### Allocator margin from published reserved/allocated logs" in text
-    for fig in ("17 runs from 12 sources", "median 0.04", "11.4%", "104 of 104"):
+    for fig in ("5 runs from 5 sources", "median 0.13", "quorum"):
         assert fig in text, fig
