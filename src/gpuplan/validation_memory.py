@@ -12,6 +12,11 @@ layout fields come from their own columns: ``compiled_loss = yes`` (torch.compil
 These rows are validation data only: no constant is fitted on them (docs/calibration.md).
 A row whose layout the model refuses (e.g. an uneven pipeline split) is reported with the
 refusal and kept out of the error summary.
+
+``data/allocator_logs.csv`` holds published logs that print both PyTorch peaks (max allocated,
+max reserved) of one training process; `allocator_margins` applies the rule of
+docs/calibration.md 'Allocator margin from published reserved/allocated logs' to them (the
+margin per allocator setting, and whether the setting reaches the rule's quorum).
 """
 
 from __future__ import annotations
@@ -24,11 +29,15 @@ import numpy as np
 from .catalog import Catalog, read_package_csv
 from .errors import CatalogError, GpuplanError
 from .estimators.buffers import LEGACY
-from .search.evaluate import Site, memory_per_gpu, site_from_catalog
+from .search.evaluate import ALLOCATORS, Site, memory_per_gpu, site_from_catalog
 from .spec import PRECISIONS, RECOMPUTE, STACKS, Layout, code
 from .units import GiB
 
 MEMORY_RUNS_FILE = "memory_runs.csv"
+ALLOCATOR_LOGS_FILE = "allocator_logs.csv"
+# the rule's quorum (docs/calibration.md): runs and independent sources per setting
+QUORUM_RUNS, QUORUM_SOURCES = 8, 4
+MIN_ALLOCATED_MIB = 10 * 1024  # the rule's floor on max allocated (10 GiB)
 KINDS = ("allocated", "reserved", "device")
 # what each kind of measurement is compared with: the tensors, the caching allocator's peak,
 # or what nvidia-smi shows (reserved + the runtime context outside the allocator)
@@ -53,6 +62,52 @@ class MemoryRunResult:
 
 def load_memory_runs() -> list[dict[str, str]]:
     return read_package_csv(MEMORY_RUNS_FILE)
+
+
+def load_allocator_logs() -> list[dict[str, str]]:
+    """The collected logs, each row checked (errors name the row)."""
+    rows = read_package_csv(ALLOCATOR_LOGS_FILE)
+    for row in rows:
+        _check_log(row)
+    return rows
+
+
+def _check_log(row: dict[str, str]) -> None:
+    where = f"{ALLOCATOR_LOGS_FILE}: log '{row.get('id', '?')}'"
+    try:
+        alloc, res = float(row["max_allocated_mib"]), float(row["max_reserved_mib"])
+        problems = [
+            (row["setting"] not in ALLOCATORS, f"setting must be one of {', '.join(ALLOCATORS)}"),
+            (row["admitted"] not in ("yes", "no"), "admitted must be yes or no"),
+            (not 0 < alloc <= res, "needs 0 < max_allocated_mib <= max_reserved_mib"),
+            ((row["admitted"] == "no") != bool(row["reason"].strip()),
+             "a reason is given exactly when the log is not admitted"),
+            (row["admitted"] == "yes" and alloc < MIN_ALLOCATED_MIB,
+             "an admitted log has max allocated >= 10 GiB"),
+            (not (row["source"].strip() and row["locator"].strip() and row["source_id"].strip()),
+             "source, source_id and locator are required")]
+    except (KeyError, ValueError) as err:
+        raise CatalogError(f"{where}: {err}") from None
+    for bad, msg in problems:
+        if bad:
+            raise CatalogError(f"{where}: {msg}")
+
+
+def allocator_margins(rows: list[dict[str, str]] | None = None) -> dict[str, dict[str, Any]]:
+    """Per allocator setting: the admitted runs, their independent sources, the median of
+    max_reserved / max_allocated - 1 (None without runs) rounded to 0.01, and whether the
+    rule's quorum is reached (docs/calibration.md)."""
+    rows = load_allocator_logs() if rows is None else rows
+    out: dict[str, dict[str, Any]] = {}
+    for name in ALLOCATORS:
+        mine = [r for r in rows if r["setting"] == name and r["admitted"] == "yes"]
+        vals = [float(r["max_reserved_mib"]) / float(r["max_allocated_mib"]) - 1 for r in mine]
+        sources = len({r["source_id"] for r in mine})
+        out[name] = {
+            "runs": len(mine), "sources": sources,
+            "median": round(float(np.median(vals)), 2) if vals else None,
+            "quorum": len(mine) >= QUORUM_RUNS and sources >= QUORUM_SOURCES}
+    return out
 
 
 def _int(row: dict[str, str], key: str, default: int) -> int:
