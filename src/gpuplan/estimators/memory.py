@@ -97,7 +97,7 @@ import numpy as np
 from ..spec import ADAFACTOR, ADAMW, FP8, FP32, O_ACTIVATIONS, S_DUALPIPE, SGD, Layout, ModelSpec
 from ..workload import finetune_of
 from . import buffers as bufm
-from . import finetune
+from . import distinct, finetune
 from .activations import (
     inflight_microbatches,
     layer_activation_bytes,
@@ -400,13 +400,13 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
         sb["fp8_act_cache"] = False
     wb, gb, ob = model_state_bytes_per_param(precision, L.optimizer,
                                              adafactor_state_per_param(model), moments)
-    acts = _per_layer(model, L, sb)
+    acts = distinct.once(lambda x: _per_layer(model, x, sb), L, distinct.PER_LAYER_READS, sb)
     ft = finetune_of(model)
     dual = np.asarray(L.schedule) == S_DUALPIPE
     out = []
     pp = np.asarray(L.pp)
-    placed = pipeline_stages(model, L.tp, pp, L.ep, L.vpp, L.first_stage_layers,
-                             L.last_stage_layers)  # (first, last, second) below
+    placed = distinct.once(lambda x: pipeline_stages(model, x.tp, x.pp, x.ep, x.vpp,  # (first,
+        x.first_stage_layers, x.last_stage_layers), L, distinct.STAGE_READS, sb)  # last, second)
     for P, rank, emb, last in ((placed[0], 0, 1.0, pp == 1), (placed[2], pp - 1, 0.0, True),
                                (placed[1], 1, 0.0, False)):
         d = bufm.dualpipe_copies(_state(P, L, wb, gb, ob, m, sb), dual)
