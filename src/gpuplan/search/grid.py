@@ -101,7 +101,8 @@ def gpu_counts(gpus_per_node: int, cap: int, at_least: int = 1) -> np.ndarray:
 
 def product(count: int, axes: Axes) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """The layouts of one GPU count whose tp * pp * cp divides it, as flat int64 arrays (the
-    cartesian product of every axis, pipelines as (pp, vpp) pairs), and per TP value (axes.tp
+    cartesian product of every axis, pipelines as (pp, vpp) pairs, precision the fastest axis:
+    `groups._valid` relies on it), and per TP value (axes.tp
     order) how many layouts of the full product were left out because it does not."""
     pipes = np.asarray(axes.pipelines(), dtype=np.int64).reshape(-1, 2)
     inner = [(t, i, c) for t in axes.tp for i, (p, _) in enumerate(pipes) for c in axes.cp

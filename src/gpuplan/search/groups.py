@@ -17,6 +17,7 @@ import numpy as np
 
 from ..catalog import Catalog
 from ..estimators import memory
+from ..rules import LAYOUT_NAMES
 from ..spec import STACKS
 from . import feasibility as fz
 from . import prune, variants
@@ -97,7 +98,7 @@ def layout_table(req: Any, counts: np.ndarray, axes: Axes,
     parts: list[dict[str, np.ndarray]] = []
     for i, c in enumerate(counts):
         g, dropped[i, :, 0] = product(int(c), axes)  # tp*pp*cp divides the count
-        valid = _layout(g, req).valid_mask(req.model)
+        valid = _valid(g, req, len(axes.precision))
         # Megatron-LM's interleaved schedule runs micro-batches per step in groups of pp
         interleaves = (g["vpp"] == 1) | (req.global_batch % (g["dp"] * g["micro_batch"]
                                                             * g["pp"]) == 0)
@@ -114,6 +115,17 @@ def layout_table(req: Any, counts: np.ndarray, axes: Axes,
     g.update(variants.defaults(g["gpus"].size))
     return LayoutTable(g=g, starts=starts, position={int(c): i for i, c in enumerate(counts)},
                        tp_values=tp_values, dropped=dropped, memory_bytes=mem, extra=extra)
+
+
+def _valid(g: dict[str, np.ndarray], req: Any, k: int) -> np.ndarray:
+    """`Layout.valid_mask` of the rows g of `grid.product`, evaluated on every k-th row and
+    repeated: precision is the product's fastest axis (k values) and the layout rules read
+    only `rules.LAYOUT_NAMES`, which holds no precision, so the same mask at 1/k the cost."""
+    p = g["precision"]
+    if (k <= 1 or p.size % k or "precision" in LAYOUT_NAMES.values()
+            or not (p.reshape(-1, k) == p[:k]).all()):
+        return _layout(g, req).valid_mask(req.model)
+    return np.repeat(_layout({f: v[::k] for f, v in g.items()}, req).valid_mask(req.model), k)
 
 
 def _most_loaded(req: Any, g: dict[str, np.ndarray]) -> np.ndarray:
