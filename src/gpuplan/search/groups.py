@@ -232,8 +232,9 @@ def evaluate_groups(req: Any, cat: Catalog,
     kept, timed, skipped = prune.timed_rows(req, [(w.g, w.clock, w.key) for w in works],
                                            table)
     hsdp: list[tuple[_Work, dict[str, np.ndarray]]] = []
-    for w, g, t, n_skipped in zip(works, kept, timed, skipped, strict=True):
-        w.tally.physically_feasible += n_skipped
+    for i, (w, n_skipped) in enumerate(zip(works, skipped, strict=True)):
+        g, t, kept[i], timed[i] = kept[i], timed[i], None, None  # freed once used (page
+        w.tally.physically_feasible += n_skipped  # faults: split.py)
         g, t = _runs(g, t, w.acc_id, w.tally)
         # HSDP copies only where they may be the fastest of their count (variants.hsdp_twins)
         h = variants.candidates(table, w.counts, (0,), busy=variants.hsdp_twins(g), **w.kw)
