@@ -129,15 +129,15 @@ def _valid(g: dict[str, np.ndarray], req: Any, k: int) -> np.ndarray:
 
 
 def _most_loaded(req: Any, g: dict[str, np.ndarray]) -> np.ndarray:
-    """Memory per GPU of rows g (`memory.most_loaded_total`), in blocks of memory.CHUNK rows
+    """Memory per GPU of rows g (`memory.most_loaded_total`), in blocks of variants.BLOCK rows
     as `memory.memory_breakdown` evaluates large grids: the same arithmetic row by row (so the
     same values), its temporaries kept in the CPU cache (about 1.8x faster on 200k rows)."""
     n = g["gpus"].size
     mem = np.full(n, np.nan)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        for lo in range(0, n, memory.CHUNK):
-            part = {k: v[lo:lo + memory.CHUNK] for k, v in g.items()}
-            mem[lo:lo + memory.CHUNK] = memory.most_loaded_total(
+        for lo in range(0, n, variants.BLOCK):
+            part = {k: v[lo:lo + variants.BLOCK] for k, v in g.items()}
+            mem[lo:lo + variants.BLOCK] = memory.most_loaded_total(
                 req.model, _layout(part, req),
                 runtime_overhead_bytes=req.site.runtime_overhead_bytes,
                 fragmentation=req.site.fragmentation, stacks=req.site.stack_buffers)
