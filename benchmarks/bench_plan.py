@@ -14,9 +14,13 @@ Measures, for GPT-3 175B, Llama 3 70B and DeepSeek-V3 over the whole catalog:
 - peak resident memory of that process;
 - `gpuplan --help` wall time.
 `--compare REV` times the search of this tree and of another git revision in the same run
-(before/after), one process each, alternating (`compared`): both see the same load.
+(before/after), one process each, alternating (`compared`): both see the same load; it
+prints the median of later searches in a process (warm) and the first one (cold: what the CLI
+runs, whose page faults cost about a fifth of it). Like the CLI, each process first keeps freed
+memory for reuse (`search/heap.py`, where the revision has it).
 "Work computed" counts the rows that reach arithmetic: layout rows through the memory model
-(once per search, shared by every GPU group), (hardware, layout) rows through the time model
+(once per search, shared by every GPU group; a layer's activation terms and the pipeline
+placement once per distinct combination of the fields they read: estimators/distinct.py), (hardware, layout) rows through the time model
 (per GPU group: those that fit; groups with the same rows share one call, the layout-only
 terms then computed once per layout row: `search/timed.py`, so the layout rows and the calls
 are printed too), rows priced; the other candidates are tallied by counting. The search is
@@ -53,6 +57,10 @@ CASES = {
 HERE = Path(__file__).resolve().parent
 
 
+class _Captured(BaseException):
+    """Ends `gpuplan.plan` once its request is built (`_request`)."""
+
+
 def _request(argv: list[str]) -> tuple:
     """The catalog and request `gpuplan.plan` builds for these flags (captured, not searched)."""
     from gpuplan import api
@@ -67,11 +75,13 @@ def _request(argv: list[str]) -> tuple:
 
     def capture(cat, req, progress=None, workers=1):
         seen.append((cat, req))
-        return original(cat, req)
+        raise _Captured  # no search: the caller's first search is a fresh process's
 
     planmod.search = capture
     try:
         api.plan(**kwargs)
+    except _Captured:
+        pass
     finally:
         planmod.search = original
     return seen[0]
@@ -177,10 +187,12 @@ class _Probe:
 
 def in_process(argv: list[str], repeat: int = 5) -> dict[str, float]:
     from gpuplan.cli.plan_cmd import default_workers
+    from gpuplan.search import plan as planmod
     from gpuplan.search import prune
     from gpuplan.search.variants import KINDS
 
     cat, req = _request(argv)
+    planmod.search(cat, req)  # untimed: the figures below are of later, warm searches
     walls, cpus = [], []
     with _Probe() as probe:  # one process: the work counted, its wall and CPU time
         for _ in range(repeat):
@@ -236,6 +248,9 @@ def search_times(argv: list[str], repeat: int) -> dict[str, float]:
     cat, req = _request(argv)
     walls, cpus, split = [], [], []
     two = "workers" in inspect.signature(planmod.search).parameters
+    t0, c0 = time.perf_counter(), time.process_time()  # the first search: cold, as the CLI's
+    planmod.search(cat, req)
+    first = {"first_wall_s": time.perf_counter() - t0, "first_cpu_s": time.process_time() - c0}
     for _ in range(repeat):
         t0, c0 = time.perf_counter(), time.process_time()
         planmod.search(cat, req)
@@ -246,7 +261,7 @@ def search_times(argv: list[str], repeat: int) -> dict[str, float]:
             planmod.search(cat, req, workers=2)
             split.append(time.perf_counter() - t0)
     return {"wall_s": statistics.median(walls), "cpu_s": statistics.median(cpus),
-            "split_s": statistics.median(split or walls)}
+            "split_s": statistics.median(split or walls), **first}
 
 
 ROUNDS = 3  # --compare: rounds of (this tree, the other revision), each in a fresh process
@@ -271,10 +286,12 @@ def compared(rev: str, repeat: int) -> tuple[dict[str, dict[str, float]], ...]:
         for _ in range(ROUNDS):
             for i, src in enumerate(trees):
                 env = {**os.environ, "PYTHONPATH": str(src)}
-                out = subprocess.run([sys.executable, __file__, "--search-times", "--repeat",
-                                      str(repeat)], capture_output=True, text=True,
-                                     check=True, env=env).stdout
-                runs[i].append(json.loads(out.strip().splitlines()[-1]))
+                runs[i].append({})
+                for case in CASES:  # a process per case: its first search is cold
+                    out = subprocess.run([sys.executable, __file__, "--search-times", case,
+                                          "--repeat", str(repeat)], capture_output=True,
+                                         text=True, check=True, env=env).stdout
+                    runs[i][-1].update(json.loads(out.strip().splitlines()[-1]))
     return tuple({n: {k: statistics.median(r[n][k] for r in rs) for k in rs[0][n]}
                   for n in rs[0]} for rs in runs)
 
@@ -376,17 +393,27 @@ def _print_search(ip: dict) -> None:
           f"{ip['cli_workers']}; CPU of this process {ip['split_cpu_s']:.3f} s)")
 
 
+def _keep_freed_memory() -> None:
+    """What the CLI's `plan` does first (search/heap.py), where this source tree has it."""
+    try:
+        from gpuplan.search import heap
+    except ImportError:
+        return
+    heap.keep_freed_memory()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--llm-analysis", action="store_true")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--compare", metavar="REV",
                     help="also time the search of git revision REV (e.g. main) in this run")
-    ap.add_argument("--search-times", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--search-times", metavar="CASE", help=argparse.SUPPRESS)
     a = ap.parse_args()
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    _keep_freed_memory()
     if a.search_times:  # the child of --compare: this source tree's search times, as JSON
-        print(json.dumps({n: search_times(v, a.repeat) for n, v in CASES.items()}))
+        print(json.dumps({a.search_times: search_times(CASES[a.search_times], a.repeat)}))
         return
     print(f"gpuplan --help: {help_time():.3f} s (target <= 0.3 s)")
     for name, argv in CASES.items():
@@ -429,7 +456,9 @@ def main() -> None:
             print(f"  {name:12s} wall {ip['wall_s']:6.3f} s vs {b['wall_s']:6.3f} s;  "
                   f"CPU {ip['cpu_s']:6.3f} s vs {b['cpu_s']:6.3f} s "
                   f"({ip['cpu_s'] / b['cpu_s']:.2f}x);  2 procs wall {ip['split_s']:6.3f} s "
-                  f"vs {b['split_s']:6.3f} s")
+                  f"vs {b['split_s']:6.3f} s;  first search (cold) wall "
+                  f"{ip['first_wall_s']:6.3f} s vs {b['first_wall_s']:6.3f} s, CPU "
+                  f"{ip['first_cpu_s']:6.3f} s vs {b['first_cpu_s']:6.3f} s")
 
 
 if __name__ == "__main__":

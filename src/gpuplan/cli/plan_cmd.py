@@ -162,9 +162,11 @@ def _export(doc: dict[str, Any], args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     from .. import api
     from ..report.plan import render_text, to_json
+    from ..search import heap
     from .export_cmd import check_export_flags, write_or_print
 
     check_export_flags(args, "plan")
+    heap.keep_freed_memory()  # one search, then exit: freed memory reused (search/heap.py)
     quiet = args.quiet or args.json or (args.export and not args.output)
     result = api.plan(progress=_Progress(not quiet), workers=args.workers or default_workers(),
                       **plan_kwargs(args))
