@@ -56,8 +56,11 @@ def test_every_log_is_sourced_and_checked():
     ("setting", "expandable_segments:True", "setting must be one of"),
     ("max_reserved_mib", "1.0", "max_allocated_mib <= max_reserved_mib"),
     ("reason", "", "a reason is given exactly when"),
-    ("locator", "", "source, source_id and locator"),
-    ("max_allocated_mib", "x", "could not convert"),
+    ("locator", "", "source, source_id, locator and as_of"),
+    ("max_allocated_mib", "x", "must be numbers (MiB), got 'x'"),
+    ("max_reserved_mib", "inf", "both finite"),
+    ("as_of", "", "as_of are required"),
+    ("source", "Megatron-LM issue thread", "public address"),
 ])
 def test_bad_log_row_is_one_line(monkeypatch, field, value, words):
     import gpuplan.validation_memory as vm
@@ -68,6 +71,15 @@ def test_bad_log_row_is_one_line(monkeypatch, field, value, words):
         vm.load_allocator_logs()
     msg = str(err.value)
     assert "\n" not in msg and bad["id"] in msg and words in msg
+
+
+def test_a_log_row_missing_a_column_is_one_line(monkeypatch):
+    import gpuplan.validation_memory as vm
+
+    bad = {k: v for k, v in _raw()[0].items() if k != "setting"}
+    monkeypatch.setattr(vm, "read_package_csv", lambda name: [bad])
+    with pytest.raises(CatalogError, match=r"missing column\(s\) setting$"):
+        vm.load_allocator_logs()
 
 
 def test_quorum_not_met_so_the_judgement_stays(cat):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpuplan.errors import CatalogError
 from gpuplan.search.single import power_factor
 from gpuplan.validation import (
     _hardware,
@@ -70,3 +71,15 @@ def test_power_limit_column_scales_the_peak_as_estimate_does(cat):
     assert np.allclose(held.memory_bandwidth_bytes_per_s, full.memory_bandwidth_bytes_per_s, rtol=0)
     slow, fast = validate_runs(cat, [row, free], newest={})
     assert slow.predicted < fast.predicted
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "1e300", "900", "abc", "500 W"])
+def test_a_bad_power_limit_is_one_line_naming_the_run(cat, value):
+    """Above 0 and at most the part's TDP (700 W here; a GPU cannot be set above it); anything
+    else, text included, is one CatalogError line naming the run and the column."""
+    row = next(r for r in _rows() if r["id"] == "ttgrandteton-llama3-8b-8-bf16-2412")
+    with pytest.raises(CatalogError) as err:
+        validate_runs(cat, [{**row, "power_limit_watts": value}], newest={})
+    msg = str(err.value)
+    assert "\n" not in msg and row["id"] in msg and "power_limit_watts" in msg
+    assert f"got '{value}'" in msg and "700 W" in msg

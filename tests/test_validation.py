@@ -96,6 +96,20 @@ def test_dense_hold_out_runs_worst_error_is_bounded(results):
 
 
 @pytest.mark.xfail(strict=True, reason=(
+    "not met: with the 12 known torchtitan Grand Teton rows of #12 the dense hold-out worst is "
+    "32.8% (Llama 3.1 8B FP8 at 64k tokens with CP 2, predicted slow: gpuplan shards FSDP over "
+    "dp only, torchtitan over dp x cp; docs/calibration.md, 'PyTorch-native published runs')"))
+def test_dense_hold_out_worst_with_the_torchtitan_rows(results):
+    """The same 30% guard over the same runs plus the Grand Teton ones the guard above leaves
+    out, so that their miss is stated here and the day it closes is seen."""
+    sweep = release_sweep_ids()
+    dense = [r for r in results if "qwen3" not in r.id and r.id not in sweep
+             and r.status == "known" and r.fit == "holdout"]
+    assert len(dense) == 45 + 12
+    assert summary(dense)["worst_abs_error_pct"] < 30.0
+
+
+@pytest.mark.xfail(strict=True, reason=(
     "not met: 10.7% over the 65 release-table Llama runs (every release) since the LM head "
     "stays in 16 bits under FP8 recipes (#12, estimators/timing.py; it was 9.95%): the FP8 "
     "Llama rows were already predicted slow and the megatron fp8_ratio sits at the top of its "

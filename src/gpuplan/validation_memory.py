@@ -21,6 +21,7 @@ margin per allocator setting, and whether the setting reaches the rule's quorum)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -72,22 +73,34 @@ def load_allocator_logs() -> list[dict[str, str]]:
     return rows
 
 
+LOG_COLUMNS = ("id", "source_id", "setting", "max_allocated_mib", "max_reserved_mib",
+               "admitted", "reason", "source", "locator", "as_of")
+
+
 def _check_log(row: dict[str, str]) -> None:
     where = f"{ALLOCATOR_LOGS_FILE}: log '{row.get('id', '?')}'"
+    missing = [c for c in LOG_COLUMNS if c not in row]
+    if missing:
+        raise CatalogError(f"{where}: missing column(s) {', '.join(missing)}")
     try:
         alloc, res = float(row["max_allocated_mib"]), float(row["max_reserved_mib"])
-        problems = [
-            (row["setting"] not in ALLOCATORS, f"setting must be one of {', '.join(ALLOCATORS)}"),
-            (row["admitted"] not in ("yes", "no"), "admitted must be yes or no"),
-            (not 0 < alloc <= res, "needs 0 < max_allocated_mib <= max_reserved_mib"),
-            ((row["admitted"] == "no") != bool(row["reason"].strip()),
-             "a reason is given exactly when the log is not admitted"),
-            (row["admitted"] == "yes" and alloc < MIN_ALLOCATED_MIB,
-             "an admitted log has max allocated >= 10 GiB"),
-            (not (row["source"].strip() and row["locator"].strip() and row["source_id"].strip()),
-             "source, source_id and locator are required")]
-    except (KeyError, ValueError) as err:
-        raise CatalogError(f"{where}: {err}") from None
+    except ValueError:
+        raise CatalogError(f"{where}: max_allocated_mib and max_reserved_mib must be numbers "
+                           f"(MiB), got '{row['max_allocated_mib']}' and "
+                           f"'{row['max_reserved_mib']}'") from None
+    problems = [
+        (row["setting"] not in ALLOCATORS, f"setting must be one of {', '.join(ALLOCATORS)}"),
+        (row["admitted"] not in ("yes", "no"), "admitted must be yes or no"),
+        (not (0 < alloc <= res < math.inf), "needs 0 < max_allocated_mib <= max_reserved_mib, "
+         "both finite"),
+        ((row["admitted"] == "no") != bool(row["reason"].strip()),
+         "a reason is given exactly when the log is not admitted"),
+        (row["admitted"] == "yes" and alloc < MIN_ALLOCATED_MIB,
+         "an admitted log has max allocated >= 10 GiB"),
+        (not all(row[c].strip() for c in ("source", "source_id", "locator", "as_of")),
+         "source, source_id, locator and as_of are required"),
+        ("https://" not in row["source"], "source must give the log's public address "
+         "(https://...)")]
     for bad, msg in problems:
         if bad:
             raise CatalogError(f"{where}: {msg}")

@@ -6,8 +6,10 @@ limit the GPUs ran at (`power_limit_watts`: empty = the catalog part's TDP)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from ..errors import CatalogError
 from ..search.single import power_limited
 from ..spec import MOE_DISPATCHERS, SCHEDULES, Accelerator, code
 
@@ -24,5 +26,20 @@ def time_fields(row: dict[str, str]) -> dict[str, int]:
 def power_limit(row: dict[str, str], gpu: Accelerator, hw: Any) -> Any:
     """`hw` as a run held to the row's `power_limit_watts` ran it: peak FLOP/s scaled as
     `estimate --power-limit-watts` scales them (search.single.power_limited)."""
-    watts = row.get("power_limit_watts", "").strip()
-    return power_limited(hw, gpu, float(watts)) if watts else hw
+    text = row.get("power_limit_watts", "").strip()
+    return power_limited(hw, gpu, _watts(row, text, gpu)) if text else hw
+
+
+def _watts(row: dict[str, str], text: str, gpu: Accelerator) -> float:
+    """The column's value: a number of watts above 0 and at most the part's TDP (a GPU cannot
+    be set above it), else one line naming the run."""
+    try:
+        watts = float(text)
+    except ValueError:
+        watts = math.nan
+    if not 0 < watts <= gpu.tdp_watts:  # also false for nan; inf is above any TDP
+        raise CatalogError(
+            f"published_runs.csv: run '{row.get('id', '?')}': power_limit_watts must be a "
+            f"number of watts above 0 and at most {gpu.id}'s TDP ({gpu.tdp_watts:g} W), or "
+            f"empty for the TDP; got '{text}'")
+    return watts

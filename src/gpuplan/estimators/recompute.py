@@ -39,11 +39,13 @@ cannot disagree. Codes are `spec.RECOMPUTE`, `spec.RECOMPUTE_MODULES` and `spec.
   tensors of layer groups with index < num_offload_group, counted per TransformerBlock forward,
   i.e. per rank; transformer_config.py L1885 requires 0 <= k < num_layers, so the last layer
   always stays; Megatron-Bridge scripts/performance/utils/helpers.py sets cpu_offloading with
-  weights not offloaded). The peak is at the start of the backward: the L - k layers kept plus
-  offloaded group k - 1, whose reload AsyncDoubleBufferGroupOffloadHandler.on_group_commit_
-  backward issues at layer_window_map[k - 1] = the last layer; so k - 1 layers' bytes are off
-  the GPU then (`offloaded_layers_bytes`; k = L - 1 leaves the ACT_OFFLOAD_RESIDENT two), while
-  all k layers cross the host link both ways (`offload_share`).
+  weights not offloaded). The peak is at the start of the backward, where Transformer Engine's
+  default synchronizer (DefaultOffloadSynchronizer, TE >= 2.10; v2.14.1 as Megatron-Bridge
+  v0.4.2 pins) keeps at most L - k layers on the GPU: all k layers' bytes are off the GPU then
+  (`offloaded_layers_bytes`; k = L - 1 still leaves the ACT_OFFLOAD_RESIDENT two), while all k
+  layers cross the host link both ways (`offload_share`). TE's earlier handler
+  (AsyncDoubleBufferGroupOffloadHandler, before 2.10: the reload of group k - 1 issued at the
+  last layer, so k - 1 layers off the GPU at the peak) is not modelled per release.
 """
 
 from __future__ import annotations
