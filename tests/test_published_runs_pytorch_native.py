@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gpuplan.errors import CatalogError
-from gpuplan.search.single import power_factor
+from gpuplan.search.power import power_factor
 from gpuplan.validation import (
     _hardware,
     calibration_set_reason,

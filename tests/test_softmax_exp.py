@@ -13,7 +13,7 @@ from gpuplan.estimators.compute import attention_exp_factor, flops_per_token
 from gpuplan.estimators.timing import step_time
 from gpuplan.estimators.timing_one import step_time_one
 from gpuplan.search.hardware import efficiency_for, hardware_for
-from gpuplan.search.single import power_limited
+from gpuplan.search.power import power_limited
 from gpuplan.spec import BF16, FP8, PRECISIONS, R_NONE, R_SELECTIVE, STACKS, Layout
 from gpuplan.validation import load_runs, run_spec
 

@@ -2,7 +2,8 @@
 (`schedule`: empty = 1f1b; 1f1b-a2a where the recipe sets Megatron-Core's
 --overlap-moe-expert-parallel-comm) and the MoE token dispatcher (`moe_dispatcher`: empty = auto,
 the stack's; flex or alltoall as the recipe sets --moe-token-dispatcher-type); and the power
-limit the GPUs ran at (`power_limit_watts`: empty = the catalog part's TDP)."""
+limit the GPUs ran at (`power_limit_watts`: empty = the catalog part's TDP), applied with the
+family's published perf-vs-power exponent (search.power)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import math
 from typing import Any
 
 from ..errors import CatalogError
-from ..search.single import power_limited
+from ..search.power import power_limited
 from ..spec import MOE_DISPATCHERS, SCHEDULES, Accelerator, code
 
 
@@ -24,8 +25,9 @@ def time_fields(row: dict[str, str]) -> dict[str, int]:
 
 
 def power_limit(row: dict[str, str], gpu: Accelerator, hw: Any) -> Any:
-    """`hw` as a run held to the row's `power_limit_watts` ran it: peak FLOP/s scaled as
-    `estimate --power-limit-watts` scales them (search.single.power_limited)."""
+    """`hw` as a run held to the row's `power_limit_watts` ran it: peak FLOP/s scaled by the
+    family's published perf-vs-power law (search.power), as `estimate --power-limit-watts`
+    scales them (search.power.power_limited)."""
     text = row.get("power_limit_watts", "").strip()
     return power_limited(hw, gpu, _watts(row, text, gpu)) if text else hw
 

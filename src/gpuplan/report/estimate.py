@@ -139,10 +139,21 @@ def _time(r: Estimate) -> list[str]:
     if r.efficiency_is_guess:
         lines.append(f"note: no published run calibrates {r.gpu} under {r.layout.stack}; its "
                      "efficiency is a stated guess (see docs/calibration.md)")
-    if r.power_limit_watts is not None:
-        lines.append(f"power limit {r.power_limit_watts:,.0f} W: peak FLOP/s scaled by "
-                     "(limit / TDP)^(1/3), an assumption (docs/calibration.md)")
+    if r.power is not None:
+        lines.append(_power_line(r.power))
     return lines
+
+
+_POWER_BASIS = {"measured": "fitted to measured throughput under power caps",
+                "vendor-peak": "from vendor peaks at two power ratings",
+                "assumption": "an assumption (power ~ f^3), no published figure for this family"}
+
+
+def _power_line(p: Any) -> str:
+    """The power limit's factor and where its exponent comes from (search.power)."""
+    return (f"power limit {p.limit_watts:,.0f} W of {p.tdp_watts:,.0f} W TDP: peak FLOP/s x "
+            f"{p.factor:.3f} = (limit / TDP)^{p.exponent:.3f}, {_POWER_BASIS[p.basis]} "
+            f"({p.source}; docs/calibration.md)")
 
 
 def _run(r: Estimate) -> list[str]:
@@ -195,5 +206,7 @@ def to_json(r: Estimate) -> dict[str, Any]:
         infeasible_code=r.infeasible_reason,
         warnings=[{"code": w.code, "message": warning_message(w)} for w in r.warnings])
     out.pop("finetune", None)
+    if r.power is None:
+        out.pop("power", None)  # only with --power-limit-watts
     out.update(memory_gib=ftr.memory_json(out["memory_gib"]), **ftr.to_json(r.finetune))
     return out

@@ -155,6 +155,7 @@ class Estimate:
     cost_usd_p10: float | None = None
     cost_usd_p90: float | None = None
     power_limit_watts: float | None = None  # the --power-limit-watts the GPUs ran at
+    power: Any = None  # search.power.PowerScaling: factor, exponent and its basis, with a limit
 
 
 # --- plan ----------------------------------------------------------------------------------

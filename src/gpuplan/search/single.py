@@ -47,6 +47,7 @@ from .platforms import (
     offer_platform,
     system_platform,
 )
+from .power import PowerScaling, power_limited, power_scaling
 from .results import Estimate, EstimateWarning, LayoutInfo, MemoryGiB
 
 # MemoryBreakdown fields that only fine-tuning fills (shown in memory_gib, #15)
@@ -137,30 +138,6 @@ def resolve_platform(cat: Catalog, gpu: Accelerator, offer: str | None,
             raise ConfigError(f"system {s.id} has {s.accelerator} GPUs, not {gpu.id}")
         return system_platform(cat, s)
     return default_platform(cat, gpu)
-
-
-# A power-limited GPU runs its tensor cores at a lower clock. Model: dynamic power ~ C V^2 f
-# with the voltage scaling roughly with the clock over the DVFS range, so power ~ f^3 and the
-# clock (and the peak FLOP/s) ~ (limit / TDP)^(1/3), capped at 1; HBM and link bandwidth are
-# unchanged. An assumption (no vendor perf-vs-power curve is in the catalog), stated as such
-# in docs/calibration.md.
-POWER_EXPONENT = 1.0 / 3.0
-
-
-def power_factor(tdp_watts: float, limit_watts: float) -> float:
-    """Clock (and peak FLOP/s) factor of a GPU held to `limit_watts`."""
-    if not (limit_watts > 0 and np.isfinite(limit_watts)):
-        raise ConfigError(f"--power-limit-watts must be a number above 0, got {limit_watts:g}")
-    return min(1.0, (limit_watts / tdp_watts) ** POWER_EXPONENT)
-
-
-def power_limited(hw: Any, gpu: Accelerator, limit_watts: float) -> Any:
-    """Hardware with peak FLOP/s scaled by `power_factor` and the limit as its power."""
-    f = power_factor(gpu.tdp_watts, limit_watts)
-    return replace(hw, peak_flops=hw.peak_flops * f,
-                   peak_flops_by_precision=hw.peak_flops_by_precision * f,
-                   exp_per_s=hw.exp_per_s * f,  # the SFUs run at the same clock
-                   tdp_watts=np.minimum(hw.tdp_watts, limit_watts))
 
 
 _INFO_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "global_batch",
@@ -277,7 +254,9 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
     plat, hw = _hardware(cat, gpu, offer, system)
     stack = STACKS[int(one(layout.stack))]
     eff, iv = _efficiency(cat, gpu.family, stack)
+    power: PowerScaling | None = None
     if power_limit_watts is not None:
+        power = power_scaling(gpu, power_limit_watts)
         hw = power_limited(hw, gpu, power_limit_watts)
     ph = physics(model, layout, hw, eff, site)
     mem, t = ph.memory, ph.timing
@@ -299,7 +278,7 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
             total_bytes=first(mem.total)),
         warnings=_warnings(plat, layout, gpus, mem.total, cap, t),
         **_timing_fields(t, eff, runs, gpus),
-        tokens=tokens, interval_group=iv.group, power_limit_watts=power_limit_watts,
+        tokens=tokens, interval_group=iv.group, power_limit_watts=power_limit_watts, power=power,
         step_time_s=step if runs else None,
         step_time_s_p10=step * iv.p10 if runs else None,
         step_time_s_p90=step * iv.p90 if runs else None)
