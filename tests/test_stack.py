@@ -4,6 +4,7 @@ the calibration set, guesses where a pair has no fit run, FP8 gain per stack, po
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -111,15 +112,20 @@ def test_cli_stack_echo(run_cli):
     assert code == 0 and "stack nemo" in out
 
 
-def test_power_limit_runs_slower_by_the_cube_root_model():
-    """(limit / TDP)^(1/3) scales peak FLOP/s: at half the H100's 700 W the compute part takes
-    2^(1/3) = 1.26x as long (exact to 1e-9); a limit above TDP changes nothing."""
+def test_power_limit_runs_slower_by_the_sourced_hopper_law():
+    """H100 takes k = ln(835.5/989) / ln(400/700) = 0.301 (H100 NVL against SXM, #12's rule):
+    at half its 700 W the compute part takes 2^0.301 = 1.23x as long (exact to 1e-9, the
+    same arithmetic); a limit above TDP changes nothing; the estimate carries the factor."""
     full = gpuplan.estimate(**RUN)
     half = gpuplan.estimate(**RUN, power_limit_watts=350)
     above = gpuplan.estimate(**RUN, power_limit_watts=1000)
     compute = {k: dict(e.time_breakdown_s)["compute_s"] for k, e in
                (("full", full), ("half", half))}
-    assert compute["half"] / compute["full"] == pytest.approx(2 ** (1 / 3), rel=1e-9)
+    k = math.log(835.5 / 989.0) / math.log(400.0 / 700.0)
+    assert compute["half"] / compute["full"] == pytest.approx(2 ** k, rel=1e-9)
+    assert (half.power.factor, half.power.basis) == (pytest.approx(0.5 ** k, rel=1e-12),
+                                                     "vendor-peak")
+    assert full.power is None and above.power.factor == 1.0
     assert half.step_time_s > full.step_time_s
     assert above.step_time_s == pytest.approx(full.step_time_s, rel=1e-12)
     assert half.energy_kwh < full.energy_kwh * 1.26  # the GPUs draw at most the limit
