@@ -142,7 +142,8 @@ def _run_flags(p: Any) -> None:
     c.add_argument("--offer", help="cloud offer id: its price and its network")
     c.add_argument("--usd-per-gpu-hour", type=nonneg_float, help="price per GPU-hour")
     c.add_argument("--power-limit-watts", type=watts, help="GPU power cap in watts: peak "
-                   "FLOP/s scale with (cap / TDP)^(1/3) (docs/calibration.md)")
+                   "FLOP/s scale with (cap / TDP)^k, k per family from published figures "
+                   "(docs/calibration.md)")
     c.add_argument("--pricing", help="on-demand, spot, reserved-1y, reserved-3y, savings-plan "
                    "(-1y/-3y), capacity-block or own")
 
