@@ -269,7 +269,8 @@ _MESSAGES: dict[str, _Msg] = {
         "--zero 2"),
     "offload_layers": lambda v, m, g: (
         f"--offload-layers must be from 1 to {m.layers - 1} (fewer than the model's {m.layers} "
-        f"layers, as Megatron-Core's cpu_offloading_num_layers; leave it out for all layers), got {_n(v['offn'])}"),
+        f"layers, as Megatron-Core's cpu_offloading_num_layers; leave it out for all layers), "
+        f"got {_n(v['offn'])}"),
     "offload_layers_acts": lambda v, m, g: (
         f"--offload-layers {_n(v['offn'])} offloads those layers' activations: add --offload "
         f"activations"),
