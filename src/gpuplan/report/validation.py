@@ -183,8 +183,10 @@ def _group_lines(data: dict[str, Any]) -> list[str]:
                          ("bf16 run", "fp8 run", "published", "predicted", "error"),
                          align="llrrr"))
     anomalous = data.get("anomalous") or []
-    out.append("anomalous runs (column `anomaly`, a written source-based reason): "
-               + ("; ".join(f"{a['id']}: {a['reason']}" for a in anomalous) or "none"))
+    out.append("anomalous runs (column `anomaly`, a written source-based reason; in every "
+               "error figure, not in the interval residuals or coverage):"
+               + ("" if anomalous else " none"))
+    out += [f"  {a['id']}: {a['reason']}" for a in anomalous]
     return out
 
 
