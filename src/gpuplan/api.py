@@ -345,7 +345,16 @@ def _request(cat: Catalog, m: ModelSpec, a: dict[str, Any], flags: dict[str, Any
         budget_usd=parse_count(budget, "--budget-usd") if budget is not None else None,
         max_gpus=int(a["max_gpus"] or DEFAULT_MAX_GPUS), objective=a["objective"],
         top=a["top"], filters=filters, precisions=precisions, site=_site(cat, flags, scen),
-        stack=_stack(a["stack"]), confidence=_confidence(a["confidence"]))
+        stack=_stack(a["stack"]), confidence=_confidence(a["confidence"]),
+        power_limit_watts=_power_limit(a["power_limit_watts"]))
+
+
+def _power_limit(watts: float | None) -> float | None:
+    """The power every GPU of a plan is held to (None: its TDP); refused in one line unless a
+    finite number above 0 (`search.power.check_limit`, as `estimate` checks it)."""
+    from .search.power import check_limit
+
+    return None if watts is None else check_limit(watts)
 
 
 def _stack(stack: str | None) -> str | None:
@@ -374,6 +383,7 @@ def plan(*, model: str | ModelSpec | None = None, tokens: str | float | None = N
          allow_consumer: bool = False, precision: str | Sequence[str] | None = None,
          seq_len: int | None = None, global_batch: int | None = None,
          stack: str | None = None, confidence: float | None = None,
+         power_limit_watts: float | None = None,
          catalog: Catalog | str | Sequence[str] | None = None,
          progress: Callable[[int, int], None] | None = None, method: str = "full",
          lora_rank: int | None = None, lora_targets: str | None = None, quant: str | None = None,
@@ -383,7 +393,9 @@ def plan(*, model: str | ModelSpec | None = None, tokens: str | float | None = N
     """Search every GPU x count x layout x way to pay (`gpuplan plan`); a scenario preset fills
     what the arguments leave unset. `flags`: explicit model flags and site flags, as for
     `estimate`. `workers`: processes a large search may fork (the same result; 1 in a server
-    whose workers already use every core)."""
+    whose workers already use every core). `power_limit_watts`: every GPU held to this power,
+    as `estimate --power-limit-watts` (peak FLOP/s x the family's factor, energy at the
+    limit)."""
     from .search import scenario as scn
     from .search.plan import search
 

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from . import common_options, positive_int
+from . import common_options, positive_int, watts
 from .finetune_flags import add_finetune_options, finetune_args
 from .options import (
     add_batch_options,
@@ -26,6 +26,7 @@ EPILOG = """examples:
   gpuplan plan --model llama3-70b --tokens 15T --deadline-days 90
   gpuplan plan --model gpt3-175b --tokens 300B --budget-usd 5e6 --export-region cn
   gpuplan plan --model llama3-8b --tokens 1T --gpu h100 --gpu mi300x --objective time
+  gpuplan plan --model llama3-70b --tokens 15T --gpu h100 --power-limit-watts 500
   gpuplan plan --scenario startup
   gpuplan plan --model llama3-70b --tokens 15T --deadline-days 90 --export torchtitan
   gpuplan plan --model llama3-8b --tokens 1T --export skypilot --rank 2 -o task.yaml
@@ -76,6 +77,9 @@ def register(sub: Any) -> None:
                    "deepspeed or torchtune (default: each GPU family's best-supported stack)")
     f.add_argument("--confidence", type=float, help="rank on this quantile of time and cost "
                    "against the deadline and budget, e.g. 0.9 for the P90 (default: the median)")
+    f.add_argument("--power-limit-watts", type=watts, metavar="W", help="every GPU held to "
+                   "this power: peak FLOP/s x (W / TDP)^k, k per family from published figures "
+                   "(docs/calibration.md), energy at W; GPUs whose TDP is under W unchanged")
     add_finetune_options(p)
     add_site_options(p)
     x = p.add_argument_group("launch config and report")
@@ -138,7 +142,8 @@ def plan_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         gpu=args.gpu, vendor=args.vendor, acquisition=args.acquisition, pricing=args.pricing,
         cloud=args.cloud, region=args.region, export_region=args.export_region,
         allow_consumer=args.allow_consumer, precision=args.precision, stack=args.stack,
-        confidence=args.confidence, catalog=args.catalog,
+        confidence=args.confidence, power_limit_watts=args.power_limit_watts,
+        catalog=args.catalog,
         **model_args(args), **site_args(args), **finetune_args(args))
 
 

@@ -4,9 +4,9 @@
 the `gpuplan.api.estimate` keywords and the web's request fields), everything a plan row or an
 estimate record needs to be computed again: the model, GPU and count, every layout degree that
 is not 1, ZeRO, batch, sequence, precision, recompute, offload, tokens, the offer or system,
-the pricing mode, and the site assumptions its cost rests on. `shell_line` writes any such
-mapping as one shell-quoted line. Plan text, plan JSON (`reproduce`), export headers and the
-web page all use these two, so the line a user copies is the one the tests run.
+the pricing mode, a power limit, and the site assumptions its cost rests on. `shell_line`
+writes any such mapping as one shell-quoted line. Plan text, plan JSON (`reproduce`), export
+headers and the web page all use these two, so the line a user copies is the one the tests run.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def site_args(assumptions: Mapping[str, Any], pricing: str) -> dict[str, Any]:
     """The site flags a `pricing` run's days and cost depend on, from a plan's assumptions
     (`PlanResult.assumptions` as JSON): owning -- years, utilization, electricity, PUE; spot --
     interruptions; a commitment -- the reuse of its idle hours; on-demand and capacity blocks
-    none."""
+    none; and in every mode the allocator and a power limit (`plan --power-limit-watts`)."""
     pairs: tuple[tuple[str, str], ...] = ()
     if pricing == "own":
         pairs = _OWN
@@ -48,6 +48,8 @@ def site_args(assumptions: Mapping[str, Any], pricing: str) -> dict[str, Any]:
     out = {flag: assumptions[key] for key, flag in pairs if assumptions.get(key) is not None}
     if assumptions.get("allocator") not in (None, "caching"):  # every row's memory margin
         out["allocator"] = assumptions["allocator"]
+    if assumptions.get("power_limit_watts") is not None:  # every row's speed and energy
+        out["power_limit_watts"] = assumptions["power_limit_watts"]
     return out
 
 
@@ -102,6 +104,8 @@ def estimate_args(rec: Mapping[str, Any], *, model: Mapping[str, Any] | None = N
         out["system"] = rec["system"]
     if rec.get("pricing"):
         out["pricing"] = rec["pricing"]
+    if rec.get("power_limit_watts") is not None:  # an estimate's (a plan's: in `site`)
+        out["power_limit_watts"] = number(rec["power_limit_watts"])
     out.update({k: v if isinstance(v, str) else number(v) for k, v in (site or {}).items()
                 if v is not None})
     if catalog:

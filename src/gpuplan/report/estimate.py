@@ -144,7 +144,7 @@ def _time(r: Estimate) -> list[str]:
     return lines
 
 
-_POWER_BASIS = {"measured": "fitted to measured throughput under power caps",
+POWER_BASIS = {"measured": "fitted to measured throughput under power caps",
                 "vendor-peak": "from vendor peaks at two power ratings",
                 "assumption": "an assumption (power ~ f^3), no published figure for this family"}
 
@@ -152,7 +152,7 @@ _POWER_BASIS = {"measured": "fitted to measured throughput under power caps",
 def _power_line(p: Any) -> str:
     """The power limit's factor and where its exponent comes from (search.power)."""
     return (f"power limit {p.limit_watts:,.0f} W of {p.tdp_watts:,.0f} W TDP: peak FLOP/s x "
-            f"{p.factor:.3f} = (limit / TDP)^{p.exponent:.3f}, {_POWER_BASIS[p.basis]} "
+            f"{p.factor:.3f} = (limit / TDP)^{p.exponent:.3f}, {POWER_BASIS[p.basis]} "
             f"({p.source}; docs/calibration.md)")
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from ..search.results import Comparison, Favourite, Note, PlanResult, PlanRow, Relax, SizeResult
 from . import finetune as ftr
 from .command import estimate_command, site_args
+from .estimate import POWER_BASIS
 from .fmt import duration, duration_range, jsonable, num, pct, table, usd
 from .reasons import (
     MICRO_BATCH_TOO_SMALL,
@@ -238,7 +239,7 @@ def _tail_lines(r: PlanResult) -> list[str]:
              f"failure per {a.gpu_mtbf_hours:,.0f} GPU-hours; "
              f"{usd(a.electricity_usd_per_kwh)}/kWh at PUE {a.pue:g} (flags --years, "
              f"--utilization, --reuse, --interruptions, --electricity, --pue; `gpuplan catalog "
-             f"site` gives the sources)"]
+             f"site` gives the sources)", *_power_lines(r)]
     if r.excluded:
         lines += ["", "excluded candidates: " + "; ".join(
             f"{reason(e.reason)} {e.count:,}" for e in sorted(r.excluded, key=lambda e: -e.count))]
@@ -247,6 +248,22 @@ def _tail_lines(r: PlanResult) -> list[str]:
         lines.append(f"excluded platforms, {PLATFORM_REASONS.get(code, code)}: "
                      + "; ".join(sorted(set(ids))))
     return lines
+
+
+def _power_lines(r: PlanResult) -> list[str]:
+    """The power limit and, for each GPU of the table, its factor and the law it came from
+    (`search.power`; a GPU whose TDP is within the limit runs unchanged)."""
+    watts = r.assumptions.power_limit_watts
+    if watts is None:
+        return []
+    shown = {p.gpu for p in r.plans}
+    parts = [f"{gpu} unchanged ({p.tdp_watts:,.0f} W TDP)" if p.factor >= 1 else
+             f"{gpu} peak FLOP/s x {p.factor:.3f} = ({p.limit_watts:,.0f} / {p.tdp_watts:,.0f} "
+             f"W)^{p.exponent:.3f}, {POWER_BASIS[p.basis]}"
+             for gpu, p in r.power if gpu in shown]
+    return [f"power limit {watts:,.0f} W per GPU (--power-limit-watts; energy at the limit; "
+            f"docs/calibration.md): " + ("; ".join(parts) if parts else
+                                         "--json gives each GPU's factor")]
 
 
 def _platforms_by_reason(r: PlanResult, *, rule: bool = True) -> dict[str, list[str]]:
@@ -287,6 +304,8 @@ def render_text(r: PlanResult, *, timing: bool = True,
                     + (" (default)" if r.deadline_is_default else ""))
     if r.budget_usd is not None:
         cons.append(f"budget {usd(r.budget_usd)}")
+    if r.assumptions.power_limit_watts is not None:
+        cons.append(f"power limit {r.assumptions.power_limit_watts:,.0f} W per GPU")
     lines.append(f"plan for {r.model} on {num(r.tokens)} tokens (sequence {r.seq_len}, global "
                  f"batch {r.global_batch}), objective: {r.objective}"
                  + (f"; {', '.join(cons)}" if cons else ""))
@@ -319,8 +338,11 @@ def to_json(r: PlanResult, *, request: Mapping[str, Any] | None = None) -> dict[
     row's `reproduce` line and the winner's as `reproduce` (`request` as for `reproduce`)."""
     out = jsonable(r)
     lines = [reproduce(r, row, request) for row in r.plans]
+    factor = {gpu: p.factor for gpu, p in r.power}  # with --power-limit-watts only
     out.update(
-        plans=[{**row, "reproduce": line} for row, line in zip(out["plans"], lines, strict=True)],
+        plans=[{**row, "reproduce": line, **({"power_factor": factor[row["gpu"]]}
+                                             if row["gpu"] in factor else {})}
+               for row, line in zip(out["plans"], lines, strict=True)],
         reproduce=lines[0] if lines else None,
         best={obj: jsonable(row) for obj, row in r.best},
         excluded={reason(e.reason): e.count for e in r.excluded},
@@ -337,6 +359,10 @@ def to_json(r: PlanResult, *, request: Mapping[str, Any] | None = None) -> dict[
         scenario_pick=_pick_json(r))
     if r.scenario is None:
         del out["scenario"], out["scenario_pick"]
+    if r.assumptions.power_limit_watts is None:  # only with --power-limit-watts
+        del out["assumptions"]["power_limit_watts"], out["power"]
+    else:
+        out["power"] = {gpu: jsonable(p) for gpu, p in r.power}
     out.pop("finetune", None)
     out.update(ftr.to_json(r.finetune))
     if r.finetune is not None and r.finetune.memory_gib is not None:

@@ -23,7 +23,7 @@ from . import feasibility as fz
 from . import prune, variants
 from .evaluate import time_per_step  # noqa: F401  (benchmarks count rows through it)
 from .grid import Axes, product
-from .hardware import best_stack, efficiency_for, hardware_table, host_memory_per_gpu
+from .hardware import best_stack, efficiency_for, hardware_table, host_memory_per_gpu, limited
 from .intervals import at_confidence, interval
 from .platforms import Platform
 from .results import Excluded
@@ -339,7 +339,8 @@ class _Clock:
 def _clock(req: Any, cat: Catalog, plat: Platform) -> _Clock:
     acc = plat.accelerator
     assert acc is not None
-    hw = hardware_table(cat, [(acc, plat)])
+    hw = limited(hardware_table(cat, [(acc, plat)]), acc,
+                 getattr(req, "power_limit_watts", None))  # plan --power-limit-watts
     stack = req.stack or best_stack(cat, acc.family)
     eff = efficiency_for(cat, hw.family, stack)
     iv = interval(cat, acc.family, stack, bool(np.asarray(eff.guess).reshape(-1)[0]))

@@ -23,10 +23,12 @@ from ..errors import ConfigError
 from ..estimators.compute import Efficiency
 from ..spec import PRECISIONS, STACKS, Accelerator, Hardware, Offer, System
 from .platforms import DEFAULT_LATENCY_S, Platform, default_system, platform_of
+from .power import power_limited
 
 __all__ = ["Platform", "attention_kernel", "best_stack", "check_precision", "default_system",
            "efficiency_for", "efficiency_rows", "family_constants", "hardware_for",
-           "hardware_table", "pair_is_guess", "peak_row", "stack_group", "stack_row", "with_stack"]
+           "hardware_table", "limited", "pair_is_guess", "peak_row", "stack_group", "stack_row",
+           "with_stack"]
 
 
 def _accelerator(cat: Catalog, accelerator: Accelerator | str) -> Accelerator:
@@ -109,6 +111,12 @@ def hardware_table(cat: Catalog, rows: list[tuple[Accelerator | str,
     arrays = {k: np.array(v, dtype=float) for k, v in cols.items()}
     return Hardware(**arrays, peak_flops=peak[:, PRECISIONS.index("bf16")], family=family,
                     peak_flops_by_precision=peak)
+
+
+def limited(hw: Hardware, acc: Accelerator, limit_watts: float | None) -> Hardware:
+    """`hw` held to a power limit (`plan --power-limit-watts`, as `estimate` applies it:
+    `power.power_limited`); unchanged without one."""
+    return hw if limit_watts is None else power_limited(hw, acc, limit_watts)
 
 
 def hardware_for(cat: Catalog, accelerator: Accelerator | str, *, precision: str,

@@ -21,7 +21,7 @@ import numpy as np
 from ..catalog import Catalog
 from ..errors import ConfigError
 from ..estimators import cost as costm
-from ..spec import PRECISIONS, R_OP, RECOMPUTE, ModelSpec
+from ..spec import PRECISIONS, R_OP, RECOMPUTE, Accelerator, ModelSpec
 from ..units import GiB
 from . import cache, split
 from . import feasibility as fz
@@ -40,6 +40,7 @@ from .groups import (  # noqa: F401  (re-exported: tests and benchmarks reach th
     layout_table,
 )
 from .platforms import Filters, Platform, PriceRow, group_by_physics, select_platforms
+from .power import check_limit, power_scaling
 from .results import PlanResult, PlanRow, SizeResult
 from .single import host_watts_per_gpu, price_rows
 
@@ -67,6 +68,8 @@ class Request:
     site: Site
     stack: str | None = None  # a name of spec.STACKS; None: each family's best-supported stack
     confidence: float | None = None  # rank on this quantile of time and cost (None: median)
+    # every GPU held to this power (W): peak FLOP/s x its family's factor, energy at the limit
+    power_limit_watts: float | None = None
 
     @property
     def deadline(self) -> float:
@@ -93,6 +96,13 @@ class Request:
                               f"{MAX_GPUS_CAP:,} GPUs the search enumerates; lower it")
         if self.top < 1:
             raise ConfigError("--top must be at least 1")
+        if self.power_limit_watts is not None:
+            check_limit(self.power_limit_watts)
+
+    def gpu_watts(self, acc: Accelerator) -> float:
+        """The power a GPU of the plan draws at full load: its TDP, or the power limit below
+        it (as `estimate --power-limit-watts` costs energy)."""
+        return min(acc.tdp_watts, self.power_limit_watts or acc.tdp_watts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,7 +143,7 @@ def _price(req: Request, g: dict[str, np.ndarray], price: PriceRow, host_watts: 
     o = outcome(tokens=req.tokens, tokens_per_s=rows["tokens_per_s"], gpus=rows["gpus"],
                 gpus_per_node=plat.gpus_per_node, params=req.model.total_params(),
                 mode=costm.mode_code(price.mode), usd_per_gpu_hour=usd,
-                tdp_watts=acc.tdp_watts, host_watts_per_gpu=host_watts,
+                tdp_watts=req.gpu_watts(acc), host_watts_per_gpu=host_watts,
                 site=req.site)
     shape = rows["gpus"].shape
     rows["days"] = np.broadcast_to(np.asarray(o.days, dtype=float), shape).copy()
@@ -172,7 +182,7 @@ def _priced(req: Request, g: dict[str, np.ndarray], prices: list[PriceRow],
     usd, capex = np.where(multi, usd_n, usd), np.where(multi, capex_n, capex)
     o = outcome(tokens=req.tokens, tokens_per_s=rows["tokens_per_s"], gpus=rows["gpus"],
                 gpus_per_node=gpn, params=req.model.total_params(), mode=mode.astype(int),
-                usd_per_gpu_hour=usd, tdp_watts=acc.tdp_watts, host_watts_per_gpu=host,
+                usd_per_gpu_hour=usd, tdp_watts=req.gpu_watts(acc), host_watts_per_gpu=host,
                 site=req.site)
     shape = i.shape
     for key in ("days", "cost_usd", "energy_kwh", "goodput", "useful_days", "gpu_hours",
@@ -313,7 +323,19 @@ def search(cat: Catalog, req: Request,
                       if winner.platform in grp.plats), None)
         result = replace(result, outlook=outlook(cat, req, result.plans[0], winner.platform,
                                                  table, found))
-    return result
+    return with_power(req, platforms, result)
+
+
+def with_power(req: Request, platforms: list[Platform], result: PlanResult) -> PlanResult:
+    """The result stating a power limit: in its assumptions, and each GPU's factor and law
+    (`power.power_scaling`) for every accelerator considered; unchanged without one."""
+    if req.power_limit_watts is None:
+        return result
+    accs = {p.accelerator.id: p.accelerator for p in platforms if p.accelerator is not None}
+    return replace(result, assumptions=replace(result.assumptions,
+                                               power_limit_watts=req.power_limit_watts),
+                   power=tuple((k, power_scaling(accs[k], req.power_limit_watts))
+                               for k in sorted(accs)))
 
 
 REUSE = True  # False: the outlook evaluates every count itself (tests compare both)

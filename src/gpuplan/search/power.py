@@ -100,18 +100,29 @@ def power_law(family: str) -> PowerLaw:
     return POWER_LAWS.get(family, ASSUMED)
 
 
+def check_limit(limit_watts: Any) -> float:
+    """A power limit as a float, or a ConfigError: a finite number above 0 (`plan` and
+    `estimate` share this check)."""
+    try:
+        value = float(limit_watts) if not isinstance(limit_watts, bool) else math.nan
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        shown = f"{limit_watts:g}" if isinstance(limit_watts, float) else repr(limit_watts)
+        raise ConfigError(f"--power-limit-watts must be a number above 0, got {shown}")
+    return value
+
+
 def power_factor(tdp_watts: float, limit_watts: float, exponent: float) -> float:
     """Clock (and peak FLOP/s) factor of a GPU held to `limit_watts`, capped at 1."""
-    if not (limit_watts > 0 and np.isfinite(limit_watts)):
-        raise ConfigError(f"--power-limit-watts must be a number above 0, got {limit_watts:g}")
-    return min(1.0, (limit_watts / tdp_watts) ** exponent)
+    return min(1.0, (check_limit(limit_watts) / tdp_watts) ** exponent)
 
 
 def power_scaling(gpu: Accelerator, limit_watts: float) -> PowerScaling:
     """The factor of `gpu` at `limit_watts`, with the law it came from."""
-    law = power_law(gpu.family)
-    return PowerScaling(limit_watts=float(limit_watts), tdp_watts=float(gpu.tdp_watts),
-                        factor=power_factor(gpu.tdp_watts, limit_watts, law.exponent),
+    law, limit = power_law(gpu.family), check_limit(limit_watts)
+    return PowerScaling(limit_watts=limit, tdp_watts=float(gpu.tdp_watts),
+                        factor=power_factor(gpu.tdp_watts, limit, law.exponent),
                         exponent=law.exponent, basis=law.basis, source=law.source)
 
 

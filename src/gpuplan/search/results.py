@@ -322,6 +322,7 @@ class Assumptions:
     pue: float
     # the PyTorch CUDA allocator setting whose margin the memory includes (evaluate.ALLOCATORS)
     allocator: str = "caching"
+    power_limit_watts: float | None = None  # plan --power-limit-watts: every GPU held to it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -356,3 +357,5 @@ class PlanResult:
     stack: str | None = None  # the --stack asked for (None: each family's best-supported)
     confidence: float | None = None  # the quantile plans were ranked on (None: the median)
     finetune: Any = None  # search.finetune.FineTuneInfo when the method is not 'full'
+    # with --power-limit-watts: (gpu id, search.power.PowerScaling) of every GPU considered
+    power: tuple[tuple[str, Any], ...] = ()
