@@ -53,7 +53,8 @@ PLAN = {"--tokens": "tokens", "--deadline-days": "days", "--budget-usd": "money"
         "--global-batch": "batch", "--gpu": "gpu", "--vendor": "vendor",
         "--acquisition": "acquisition", "--pricing": "pricing", "--cloud": "cloud",
         "--region": "region", "--precision": "precision", "--scenario": "scenario",
-        "--model": "model", "--confidence": "confidence", **FINETUNE, **SITE}
+        "--model": "model", "--confidence": "confidence", "--power-limit-watts": "watts",
+        **FINETUNE, **SITE}
 ESTIMATE = {"--gpu": "gpu", "--gpus": "gpus", "--system": "system", "--tp": "degree",
             "--pp": "degree", "--cp": "degree", "--ep": "degree", "--dp": "degree",
             "--vpp": "degree", "--zero": "zero", "--micro-batch": "posint",

@@ -56,6 +56,8 @@ def record_from(doc: Any, rank: int = 1) -> tuple[dict[str, Any], str]:
         a = doc.get("assumptions")
         if isinstance(a, dict) and "allocator" in a and "allocator" not in row:
             extra["allocator"] = a["allocator"]  # the plan's setting, every row's margin
+        if isinstance(a, dict) and a.get("power_limit_watts") is not None:
+            extra["power_limit_watts"] = a["power_limit_watts"]  # every row's GPU power
         return {**row, **extra}, f"plan rank {rank}"
     if "layout" in doc and "gpu" in doc:
         if rank != 1:

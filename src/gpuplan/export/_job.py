@@ -16,7 +16,7 @@ from typing import Any
 
 from ..catalog import Catalog, load_catalog
 from ..errors import ConfigError, GpuplanError
-from ..report.command import estimate_command
+from ..report.command import estimate_command, number
 from ..report.fmt import duration, num, usd
 from ..search.results import LayoutInfo
 from ..spec import ModelSpec, Offer
@@ -81,6 +81,7 @@ class Job:
     # a GPU with any-layout FP8 GEMMs, `--fp8-recipe tensor`); the PyTorch CUDA allocator setting
     fp8_transpose: bool = True
     allocator: str = "caching"
+    power_limit_watts: float | None = None  # the power every GPU was predicted at (None: TDP)
 
     @property
     def grad_accum(self) -> int:
@@ -188,6 +189,7 @@ def job_of(record: dict[str, Any], source: dict[str, Any] | None = None) -> Job:
         moe_dispatcher=str(rec.get("moe_dispatcher") or ""),
         fp8_transpose=rec.get("fp8_transpose") is not False,
         allocator=str(rec.get("allocator") or "caching"),
+        power_limit_watts=rec.get("power_limit_watts"),
         reproduce=str(rec.get("reproduce") or estimate_command(
             {**rec, "offer": offer.id if offer else None, "system": system},
             catalog=tuple((source or {}).get("catalog", ())))))
@@ -218,6 +220,11 @@ def header(job: Job, source: dict[str, Any]) -> list[str]:
         pred.append(f"{num(job.memory_gib_per_gpu)} GiB/GPU")
     if pred:
         lines.append("predicted: " + ", ".join(pred) + " (an estimate; measure the first steps)")
+    if job.power_limit_watts is not None:  # no launch config sets a GPU's power: say so
+        w = number(job.power_limit_watts)
+        lines.append(f"power limit: predicted with every GPU held to {w} W "
+                     f"(--power-limit-watts), which this file does not set; cap each GPU "
+                     f"before launch (NVIDIA: `sudo nvidia-smi -pl {w}` on every node)")
     lines.append("reproduce: " + job.reproduce)
     return lines
 
