@@ -57,6 +57,27 @@ def register(sub: Any) -> None:
     g.add_argument("--objective", default="cost", choices=("cost", "time", "energy"))
     g.add_argument("--top", type=positive_int, default=10, help="plans to list")
     g.add_argument("--scenario", help="a preset from the article: startup, research, hyperscale")
+    _consider_options(p)
+    add_finetune_options(p)
+    add_site_options(p)
+    x = p.add_argument_group("launch config and report")
+    x.add_argument("--export", metavar="TARGET", help="print the launch config of a plan instead "
+                   "of the plan: megatron, torchtitan, deepspeed, torchrun, slurm or skypilot")
+    x.add_argument("--rank", type=positive_int, help="which plan --export takes (default 1, "
+                   "the winner)")
+    x.add_argument("-o", "--output", metavar="FILE", help="write the --export output to FILE "
+                   "(the plan is printed as usual)")
+    add_report_options(x, "plan")
+    common_options(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--workers", type=positive_int, help="processes a large search may use "
+                   "(default: up to two idle cores; the same plans with any number)")
+    p.add_argument("--no-timing", action="store_true", help=argparse.SUPPRESS)  # golden files
+    p.set_defaults(func=run)
+
+
+def _consider_options(p: Any) -> None:
+    """The flags that choose the candidates: hardware, pricing, precision, stack, power."""
     f = p.add_argument_group("what to consider")
     f.add_argument("--gpu", action="append", default=[], help="only these accelerators "
                    "(repeatable)")
@@ -80,22 +101,6 @@ def register(sub: Any) -> None:
     f.add_argument("--power-limit-watts", type=watts, metavar="W", help="every GPU held to "
                    "this power: peak FLOP/s x (W / TDP)^k, k per family from published figures "
                    "(docs/calibration.md), energy at W; GPUs whose TDP is under W unchanged")
-    add_finetune_options(p)
-    add_site_options(p)
-    x = p.add_argument_group("launch config and report")
-    x.add_argument("--export", metavar="TARGET", help="print the launch config of a plan instead "
-                   "of the plan: megatron, torchtitan, deepspeed, torchrun, slurm or skypilot")
-    x.add_argument("--rank", type=positive_int, help="which plan --export takes (default 1, "
-                   "the winner)")
-    x.add_argument("-o", "--output", metavar="FILE", help="write the --export output to FILE "
-                   "(the plan is printed as usual)")
-    add_report_options(x, "plan")
-    common_options(p)
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--workers", type=positive_int, help="processes a large search may use "
-                   "(default: up to two idle cores; the same plans with any number)")
-    p.add_argument("--no-timing", action="store_true", help=argparse.SUPPRESS)  # golden files
-    p.set_defaults(func=run)
 
 
 def default_workers() -> int:
