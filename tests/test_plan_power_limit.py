@@ -167,3 +167,41 @@ def test_the_fuzzer_draws_the_flag():
     from fuzz.gen import PLAN
 
     assert PLAN["--power-limit-watts"] == "watts"
+
+
+def _doc(result) -> dict:
+    d = to_json(result)
+    d.pop("elapsed_s", None)
+    return d
+
+
+def test_the_limit_is_part_of_the_search_cache_key():
+    """The web workers' search cache keys on the request shape: a limited plan after an
+    unlimited one of the same shape misses, and equals the plan computed without a cache."""
+    from gpuplan.search import cache
+
+    store = cache.SearchCache()
+    cache.install(store)
+    try:
+        gpuplan.plan(**H100)
+        cached = _doc(gpuplan.plan(**H100, power_limit_watts=500))
+        assert (store.hits, store.misses) == (0, 2)
+    finally:
+        cache.install(None)
+    assert cached == _doc(gpuplan.plan(**H100, power_limit_watts=500))
+
+
+def test_pruning_stays_exact_under_a_limit(monkeypatch):
+    """The search skips rows by a lower bound computed from each group's (limited) hardware:
+    with and without the skipping, the whole JSON of a limited plan over two families with
+    different factors is the same, and rows were skipped."""
+    from gpuplan.search import prune
+
+    ask = dict(model="llama3-8b", tokens="300B", gpu=["h100-sxm", "b200"], max_gpus=64,
+               power_limit_watts=600)
+    monkeypatch.setattr(prune, "stats", prune.Stats())
+    monkeypatch.setattr(prune, "ENABLED", True)
+    pruned = _doc(gpuplan.plan(**ask))
+    assert prune.stats.skipped > 0 and not prune.stats.fell_back
+    monkeypatch.setattr(prune, "ENABLED", False)
+    assert pruned == _doc(gpuplan.plan(**ask))
