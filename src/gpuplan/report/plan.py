@@ -7,7 +7,7 @@ from typing import Any
 
 from ..search.results import Comparison, Favourite, Note, PlanResult, PlanRow, Relax, SizeResult
 from . import finetune as ftr
-from .command import estimate_command, site_args
+from .command import estimate_command, number, site_args
 from .estimate import POWER_BASIS
 from .fmt import duration, duration_range, jsonable, num, pct, table, usd
 from .reasons import (
@@ -258,10 +258,10 @@ def _power_lines(r: PlanResult) -> list[str]:
         return []
     shown = {p.gpu for p in r.plans}
     parts = [f"{gpu} unchanged ({p.tdp_watts:,.0f} W TDP)" if p.factor >= 1 else
-             f"{gpu} peak FLOP/s x {p.factor:.3f} = ({p.limit_watts:,.0f} / {p.tdp_watts:,.0f} "
+             f"{gpu} peak FLOP/s x {p.factor:.3f} = ({number(watts)} / {p.tdp_watts:,.0f} "
              f"W)^{p.exponent:.3f}, {POWER_BASIS[p.basis]}"
              for gpu, p in r.power if gpu in shown]
-    return [f"power limit {watts:,.0f} W per GPU (--power-limit-watts; energy at the limit; "
+    return [f"power limit {number(watts)} W per GPU (--power-limit-watts; energy at the limit; "
             f"docs/calibration.md): " + ("; ".join(parts) if parts else
                                          "--json gives each GPU's factor")]
 
@@ -305,7 +305,7 @@ def render_text(r: PlanResult, *, timing: bool = True,
     if r.budget_usd is not None:
         cons.append(f"budget {usd(r.budget_usd)}")
     if r.assumptions.power_limit_watts is not None:
-        cons.append(f"power limit {r.assumptions.power_limit_watts:,.0f} W per GPU")
+        cons.append(f"power limit {number(r.assumptions.power_limit_watts)} W per GPU")
     lines.append(f"plan for {r.model} on {num(r.tokens)} tokens (sequence {r.seq_len}, global "
                  f"batch {r.global_batch}), objective: {r.objective}"
                  + (f"; {', '.join(cons)}" if cons else ""))
