@@ -344,14 +344,16 @@ def own_tco(*, nodes: Any, gpus_per_node: Any, system_price_usd: Any,
             maintenance_fraction_per_year: Any, network_usd_per_gpu: Any,
             storage_usd_per_gpu: Any, install_fraction: Any, staff_usd_per_gpu_year: Any,
             residual_value_fraction: Any, gpu_load_factor: Any,
-            host_load_factor: Any = None) -> OwnCost:
+            host_load_factor: Any = None, gpu_draw_watts: Any = None) -> OwnCost:
     """Total cost of owning `nodes` servers for `years` (straight-line depreciation).
 
     Capex: servers + network + storage, plus installation as a fraction of them. Opex per year:
     power at the load factors around the clock x PUE, colocation on the provisioned IT load
     (system max power, as colocation contracts bill committed kW), maintenance as a fraction of
     capex, staff. Residual value: a fraction of the server price recovered at the end.
-    The host load factor defaults to the GPU load factor.
+    The host load factor defaults to the GPU load factor. `gpu_draw_watts`: what a GPU draws
+    at full load when held below its TDP (a power limit); the host's share of the system power
+    is still derived from the TDP, and colocation still bills the system's provisioned power.
     """
     gpus = _nonneg("nodes", nodes) * np.asarray(gpus_per_node, dtype=float)
     yrs = _nonneg("years", years)
@@ -365,7 +367,8 @@ def own_tco(*, nodes: Any, gpus_per_node: Any, system_price_usd: Any,
     capex_total = servers + network + storage + install
     hlf = gpu_load_factor if host_load_factor is None else host_load_factor
     host_per_gpu = host_watts_per_gpu(system_max_power_watts, gpus_per_node, gpu_tdp_watts)
-    it_w = it_power_watts(gpus, gpu_tdp_watts, host_per_gpu, gpu_load_factor, hlf)
+    draw = gpu_tdp_watts if gpu_draw_watts is None else np.minimum(gpu_tdp_watts, gpu_draw_watts)
+    it_w = it_power_watts(gpus, draw, host_per_gpu, gpu_load_factor, hlf)
     provisioned_kw = np.asarray(nodes) * _nonneg("system power", system_max_power_watts) / 1000
     opex = {
         "power": power_usd_per_year(it_w, pue, usd_per_kwh),

@@ -147,11 +147,13 @@ def scale_out_network_usd_per_gpu(system: System, site: Site, nodes: Any) -> Any
     return np.where(np.asarray(nodes, dtype=float) > 1, site.network_usd_per_gpu, 0.0)
 
 
-def own_cost(system: System, accelerator: Accelerator, site: Site, nodes: Any) -> Any:
+def own_cost(system: System, accelerator: Accelerator, site: Site, nodes: Any,
+             gpu_watts: float | None = None) -> Any:
     """cost.OwnCost of `nodes` priced systems over the site's years (the one owned-cost path:
     the plan's owned rate, `estimate --pricing own` and `gpuplan tco` all come here), on the
     site as it applies to the system (owned_site) and its scale-out network at that node count
-    (scale_out_network_usd_per_gpu)."""
+    (scale_out_network_usd_per_gpu). `gpu_watts`: a power limit the GPUs are held to (their
+    electricity at that draw)."""
     if not system.price_usd:
         raise ConfigError(f"system '{system.id}' has no price in the catalog; give its price "
                           "(tco --price USD, or price_usd in a --catalog overlay)")
@@ -167,7 +169,8 @@ def own_cost(system: System, accelerator: Accelerator, site: Site, nodes: Any) -
         network_usd_per_gpu=network, storage_usd_per_gpu=site.storage_usd_per_gpu,
         install_fraction=site.install_fraction, staff_usd_per_gpu_year=site.staff_usd_per_gpu_year,
         residual_value_fraction=site.residual_value_fraction,
-        gpu_load_factor=site.gpu_load_factor, host_load_factor=site.host_load)
+        gpu_load_factor=site.gpu_load_factor, host_load_factor=site.host_load,
+        gpu_draw_watts=gpu_watts)
 
 
 def run_goodput(*, gpus: Any, gpus_per_node: Any, params: float, spot: Any, site: Site,

@@ -118,7 +118,7 @@ def _group(req: Request, cat: Catalog, plats: list[Platform], cap: int) -> _Grou
     prices: list[PriceRow] = []
     host_watts: list[float] = []
     for p in plats:
-        rows = price_rows([p], req.site, req.filters.pricing)
+        rows = price_rows([p], req.site, req.filters.pricing, req.power_limit_watts)
         watts = host_watts_per_gpu(cat, p) if rows else 0.0
         prices += rows
         host_watts += [watts] * len(rows)
@@ -379,7 +379,8 @@ def at_size(cat: Catalog, req: Request, plat: Platform, gpus: int, mode: str,
     if reason is not None:
         return SizeResult(gpus=gpus, feasible=False, reason=reason)
     tally = Tally()
-    prices = [r for r in price_rows([plat], req.site) if r.mode == mode]
+    prices = [r for r in price_rows([plat], req.site, power_limit_watts=req.power_limit_watts)
+              if r.mode == mode]
     if not prices:
         return SizeResult(gpus=gpus, feasible=False, reason=f"no_price_{mode}")
     # one GPU count: evaluate_group already kept its fastest layout alone

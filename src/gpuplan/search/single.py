@@ -84,16 +84,19 @@ def host_watts_per_gpu(cat: Catalog, p: Platform) -> float:
                                           p.accelerator.tdp_watts))
 
 
-def own_usd_per_gpu_hour(p: Platform, site: Site, gpus: Any) -> tuple[Any, Any]:
-    """Owned cost per used GPU-hour of `gpus` GPUs of system p over the site's years."""
+def own_usd_per_gpu_hour(p: Platform, site: Site, gpus: Any,
+                         power_limit_watts: float | None = None) -> tuple[Any, Any]:
+    """Owned cost per used GPU-hour of `gpus` GPUs of system p over the site's years (their
+    electricity at the power limit when one is given)."""
     assert p.system is not None and p.system.price_usd and p.accelerator is not None
     tco = own_cost(p.system, p.accelerator, site, np.ceil(np.asarray(gpus, dtype=float)
-                                                           / p.system.gpus_per_node))
+                                                           / p.system.gpus_per_node),
+                   gpu_watts=power_limit_watts)
     return tco.usd_per_gpu_hour, tco.capex_total_usd
 
 
-def price_rows(plats: list[Platform], site: Site, pricing_filter: tuple[str, ...] = ()
-               ) -> list[PriceRow]:
+def price_rows(plats: list[Platform], site: Site, pricing_filter: tuple[str, ...] = (),
+               power_limit_watts: float | None = None) -> list[PriceRow]:
     """Every way to pay for each platform: its listed modes and capacity blocks, or owning
     at the site's TCO."""
     rows = []
@@ -104,7 +107,7 @@ def price_rows(plats: list[Platform], site: Site, pricing_filter: tuple[str, ...
             # one node, and two: own_tco is linear in the node count beyond the scale-out
             # network bought from two nodes on, so two nodes price any larger count
             gpus = np.array([1.0, 2.0]) * p.gpus_per_node
-            rate, capex = own_usd_per_gpu_hour(p, site, gpus)
+            rate, capex = own_usd_per_gpu_hour(p, site, gpus, power_limit_watts)
             per_gpu = np.asarray(capex, dtype=float) / gpus
             rows.append(PriceRow(platform=p, mode="own", usd_per_gpu_hour=float(rate[0]),
                                  capex_per_gpu=float(per_gpu[0]),
@@ -413,7 +416,8 @@ def _with_run(cat: Catalog, base: dict[str, Any], plat: Platform, gpu: Accelerat
               model: ModelSpec, site: Site, pricing: str | None,
               usd_per_gpu_hour: float | None, iv: Interval) -> Estimate:
     """Days, money and energy of training on `tokens` (a run that never ends is infeasible)."""
-    mode_name, rate = _price(cat, plat, pricing, usd_per_gpu_hour, site, int(base["gpus"]))
+    mode_name, rate = _price(cat, plat, pricing, usd_per_gpu_hour, site, int(base["gpus"]),
+                             base["power_limit_watts"])
     o = outcome(tokens=base["tokens"], tokens_per_s=base["tokens_per_s"], gpus=base["gpus"],
                 gpus_per_node=plat.gpus_per_node, params=base["params"],
                 mode=costm.mode_code(mode_name or "on-demand"),
@@ -443,7 +447,8 @@ def _with_run(cat: Catalog, base: dict[str, Any], plat: Platform, gpu: Accelerat
 
 
 def _price(cat: Catalog, plat: Platform, pricing: str | None, usd_per_gpu_hour: float | None,
-           site: Site, gpus: int) -> tuple[str | None, float | None]:
+           site: Site, gpus: int, power_limit_watts: float | None = None
+           ) -> tuple[str | None, float | None]:
     """(pricing mode, USD per GPU-hour) of a run on `gpus` GPUs; (None, None) when nothing gives
     a price."""
     assert plat.accelerator is not None
@@ -468,7 +473,8 @@ def _price(cat: Catalog, plat: Platform, pricing: str | None, usd_per_gpu_hour: 
         offers = [o.id for o in cat.offers_for(plat.accelerator.id)]
         hint = f"e.g. --offer {offers[0]}" if offers else "or --usd-per-gpu-hour X"
         raise ConfigError(f"--pricing {mode} needs a cloud offer: give --offer ID ({hint})")
-    rates = {r.mode: float(r.at(gpus)[0]) for r in price_rows([plat], site)}
+    rates = {r.mode: float(r.at(gpus)[0])
+             for r in price_rows([plat], site, power_limit_watts=power_limit_watts)}
     if mode not in rates:
         have = ", ".join(sorted(rates)) or "none"
         raise ConfigError(f"offer {plat.id} has no {mode} price; it has: {have}")
