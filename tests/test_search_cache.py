@@ -297,7 +297,7 @@ def _all_rows_checked(monkeypatch) -> list[int]:
             if b is not None:
                 assert prune._holds(g, t, b)
                 checked.append(int(b[2].sum()))
-        return [g for g, _, _ in jobs], timings, [0] * len(jobs)
+        return [g for g, _, _ in jobs], timings, [0] * len(jobs), [np.zeros(0, int)] * len(jobs)
 
     monkeypatch.setattr(prune, "timed_rows", every)
     return checked

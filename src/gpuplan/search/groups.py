@@ -229,22 +229,23 @@ def evaluate_groups(req: Any, cat: Catalog,
             progress(i, len(groups))
         works.append(_prepared(req, cat, plats, counts, tally, table, precisions, seen))
     # rows provably slower than a row of their count are skipped, counted as they would be
-    kept, timed, skipped = prune.timed_rows(req, [(w.g, w.clock, w.key) for w in works],
-                                           table)
+    kept, timed, skipped, busy = prune.timed_rows(req, [(w.g, w.clock, w.key) for w in works],
+                                                 table)
     hsdp: list[tuple[_Work, dict[str, np.ndarray]]] = []
     for i, (w, n_skipped) in enumerate(zip(works, skipped, strict=True)):
         g, t, kept[i], timed[i] = kept[i], timed[i], None, None  # freed once used (page
         w.tally.physically_feasible += n_skipped  # faults: split.py)
         g, t = _runs(g, t, w.acc_id, w.tally)
         # HSDP copies only where they may be the fastest of their count (variants.hsdp_twins)
-        h = variants.candidates(table, w.counts, (0,), busy=variants.hsdp_twins(g), **w.kw)
+        h = variants.candidates(table, w.counts, (0,), **w.kw,
+                                busy=np.concatenate([variants.hsdp_twins(g), busy[i]]))
         w.g = _described(fastest_per_count(g), t, w.clock)
         if h["gpus"].size:
             hsdp.append((w, h))
     # HSDP copies provably slower than their count's fastest grid row are skipped likewise
     known = [(w.g["gpus"], w.g["step_s"]) for w, _ in hsdp]
-    kept, timed, skipped = prune.timed_rows(req, [(h, w.clock, None) for w, h in hsdp], table,
-                                            known)
+    kept, timed, skipped, _ = prune.timed_rows(req, [(h, w.clock, None) for w, h in hsdp],
+                                               table, known)
     for (w, _), h, t, n_skipped in zip(hsdp, kept, timed, skipped, strict=True):
         w.tally.physically_feasible += n_skipped
         h, t = _runs(h, t, w.acc_id, w.tally)  # the fastest of each part at each count, then

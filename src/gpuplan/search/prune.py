@@ -53,6 +53,7 @@ from ..estimators.shapes import act_element_bytes, tokens_per_rank
 from ..rules import LayoutArrays
 from ..spec import FP8, PRECISIONS
 from ..workload import finetune_of
+from . import twins as tw
 from .timed import _TIMED_KEYS as _TIMED
 from .timed import filled, layout_of, time_many
 from .variants import FLOOR_MARGIN
@@ -73,6 +74,8 @@ class Stats:
     probed: int = 0
     skipped: int = 0
     timed: int = 0
+    settled: int = 0  # skipped rows whose HSDP verdict `twins.settle` decided
+    unsure: int = 0  # of them, those it timed to decide
     fell_back: bool = False
 
 
@@ -124,7 +127,7 @@ def terms_of(req: Any, g: dict[str, np.ndarray], table: Any = None) -> dict[str,
     is its grid row, or -2 - its variant row (`variants.candidates`)."""
     if table is None or "row" not in g:
         return _layout_terms(req, g)
-    if not table.bounds:  # the float terms as one (term, row) matrix: one gather per call
+    if "floats" not in table.bounds:  # float terms as one (term, row) matrix: one gather
         parts = [_layout_terms(req, r) for r in [table.g] + ([table.extra] if table.extra
                                                              else [])]
         n = [p["prec"].size for p in parts]
@@ -225,14 +228,19 @@ def _probes(g: dict[str, np.ndarray], step_lb: np.ndarray, ok: np.ndarray) -> np
 
 
 def _skips(g: dict[str, np.ndarray], bound: tuple[np.ndarray, np.ndarray, np.ndarray],
-           best: np.ndarray) -> np.ndarray:
-    """Rows provably slower than `best` (a step already timed at each row's count, inf when
-    none), and, for the ZeRO-3 grid rows (`variants.hsdp_twins` reads them), with a floor
-    provably above it too."""
+           best: np.ndarray, twins: np.ndarray | None = None
+           ) -> tuple[np.ndarray, np.ndarray | None]:
+    """(rows provably slower than `best` (a step already timed at each row's count, inf when
+    none), and of them those whose HSDP verdict `twins.settle` decides): the rows whose HSDP
+    copy `variants.hsdp_twins` may time (`twins`: from `twins.relevant`; None: every ZeRO-3
+    grid row, each then skipped only with a floor provably above `best` too, no verdict)."""
     step_lb, floor_lb, ok = bound
     skip = ok & (step_lb > best * (1.0 + MARGIN))
-    twins = (g["row"] >= 0) & (g["zero"] == 3)
-    return skip & (~twins | (floor_lb > best * (1.0 + FLOOR_MARGIN) * (1.0 + MARGIN)))
+    near = ((g["row"] >= 0) & (g["zero"] == 3) if twins is None else twins) & ~(
+        floor_lb > best * (1.0 + FLOOR_MARGIN) * (1.0 + MARGIN))
+    if twins is None:
+        return skip & ~near, None
+    return skip, skip & near
 
 
 def _holds(g: Any, t: Any, bound: tuple[np.ndarray, np.ndarray, np.ndarray]) -> bool:
@@ -304,8 +312,10 @@ def _known(jobs: Jobs, bounds: list[Any], known: list[Any]) -> list[Any]:
     return out
 
 
-def _every(req: Any, jobs: Jobs, table: Any
-           ) -> tuple[list[dict[str, np.ndarray]], list[Any], list[int]]:
+Timed = tuple[list[dict[str, np.ndarray]], list[Any], list[int], list[np.ndarray]]
+
+
+def _every(req: Any, jobs: Jobs, table: Any) -> Timed:
     """Every row of the jobs timed (every field gathered once per class of jobs alike)."""
     plain: list[Any] = [None] * len(jobs)
     for members in _classes(jobs):
@@ -314,15 +324,49 @@ def _every(req: Any, jobs: Jobs, table: Any
             plain[i] = dict(full)
     return plain, time_many(req, [(g, c, key) for g, (_, c, key) in zip(plain, jobs,
                                                                        strict=True)]), \
-        [0] * len(jobs)
+        [0] * len(jobs), [np.zeros(0, dtype=np.int64) for _ in jobs]
+
+
+def _kept(req: Any, jobs: Jobs, table: Any, bounds: list[Any], best: list[Any]
+          ) -> tuple[list[dict[str, np.ndarray]], list[int], list[Any]]:
+    """Per job, (the rows to time (every field), the count skipped, the skipped rows whose
+    HSDP verdict `twins.settle` decides (row, gpus, zero, host traffic, floor bound; None:
+    none)); the
+    bounds of the rows kept replace `bounds`."""
+    kept, skipped = [g for g, _, _ in jobs], [0] * len(jobs)
+    deferred: list[Any] = [None] * len(jobs)
+    for members in _classes(jobs):
+        g = jobs[members[0]][0]
+        parts = (None if any(best[i] is None for i in members) else
+                 [_skips(g, bounds[i], best[i], tw.relevant(g, jobs[i][1], table))
+                  for i in members])
+        skip = None if parts is None else np.logical_and.reduce([s for s, _ in parts])
+        part, n = g, 0
+        if skip is not None and skip.any():
+            for i, (_, near) in zip(members, parts, strict=True):
+                if near is not None and (near & skip).any():
+                    at = np.flatnonzero(near & skip)
+                    deferred[i] = {"row": g["row"][at], "gpus": g["gpus"][at],
+                                   "zero": g["zero"][at], "floor_lb": bounds[i][1][at],
+                                   "host_traffic": g["host_traffic"][at]}
+            at = np.flatnonzero(~skip)  # indices once, not a mask scan per field
+            part, n = {k: v[at] for k, v in g.items()}, int(skip.sum())
+            for i in members:
+                bounds[i] = tuple(b[at] for b in bounds[i])
+        part = filled(table, part)  # every field, for the rows kept alone
+        for i in members:
+            kept[i], skipped[i] = dict(part), n
+    return kept, skipped, deferred
 
 
 def timed_rows(req: Any, jobs: Jobs, table: Any = None, known: list[Any] | None = None
-               ) -> tuple[list[dict[str, np.ndarray]], list[Any], list[int]]:
+               ) -> Timed:
     """`timed.time_many(req, jobs)` with the provably slower rows skipped: (each job's rows
-    that were timed, their timing, the rows skipped, all physically feasible). `table`: the
-    layout table the rows come from (its bound terms are kept there); `known`: per job, the
-    (sorted GPU counts, fastest step at each) found already (a bound beside the probes')."""
+    that were timed, their timing, the rows skipped, all physically feasible, and the table
+    rows among those skipped that `variants.hsdp_twins` would return, `twins.settle`).
+    `table`: the layout table the rows come from (its bound terms are kept there); `known`:
+    per job, the (sorted GPU counts, fastest step at each) found already (a bound beside the
+    probes')."""
     if not ENABLED or finetune_of(req.model) is not None:
         return _every(req, jobs, table)
     bounds = _bounds(req, jobs, table)
@@ -333,25 +377,18 @@ def timed_rows(req: Any, jobs: Jobs, table: Any = None, known: list[Any] | None 
     if known is not None:
         best = [b if k is None else np.minimum(b, k)
                 for b, k in zip(best, _known(jobs, bounds, known), strict=True)]
-    kept, skipped = [g for g, _, _ in jobs], [0] * len(jobs)
-    for members in _classes(jobs):
-        g = jobs[members[0]][0]
-        skip = (None if any(best[i] is None for i in members) else
-                np.logical_and.reduce([_skips(g, bounds[i], best[i]) for i in members]))
-        part, n = g, 0
-        if skip is not None and skip.any():
-            at = np.flatnonzero(~skip)  # indices once, not a mask scan per field
-            part, n = {k: v[at] for k, v in g.items()}, int(skip.sum())
-            for i in members:
-                bounds[i] = tuple(b[at] for b in bounds[i])
-        part = filled(table, part)  # every field, for the rows kept alone
-        for i in members:
-            kept[i], skipped[i] = dict(part), n
+    kept, skipped, deferred = _kept(req, jobs, table, bounds, best)
     timings = time_many(req, [(g, c, key) for g, (_, c, key) in zip(kept, jobs, strict=True)])
-    if not all(b is None or _holds(g, t, b) for g, t, b in zip(kept, timings, bounds,
-                                                              strict=True)):
+    busy = None
+    if all(b is None or _holds(g, t, b) for g, t, b in zip(kept, timings, bounds, strict=True)):
+        busy, unsure = tw.settle(req, table, jobs, kept, timings, deferred)
+        stats.settled += sum(d["row"].size for d in deferred if d is not None)
+        stats.unsure += unsure
+    if busy is None or not all(d is None or tw.holds(req, table, g, t, c, b[1])
+                               for g, t, d, (_, c, _), b
+                               in zip(kept, timings, deferred, jobs, bounds, strict=True)):
         stats.fell_back = True
         return _every(req, jobs, table)
     stats.skipped += sum(skipped)
     stats.timed += sum(g["gpus"].size for g in kept)
-    return kept, timings, skipped
+    return kept, timings, skipped, busy
