@@ -337,9 +337,9 @@ def _kept(req: Any, jobs: Jobs, table: Any, bounds: list[Any], best: list[Any]
     deferred: list[Any] = [None] * len(jobs)
     for members in _classes(jobs):
         g = jobs[members[0]][0]
+        rel = tw.relevant(g, jobs[members[0]][1], table)  # one GPU memory per class
         parts = (None if any(best[i] is None for i in members) else
-                 [_skips(g, bounds[i], best[i], tw.relevant(g, jobs[i][1], table))
-                  for i in members])
+                 [_skips(g, bounds[i], best[i], rel) for i in members])
         skip = None if parts is None else np.logical_and.reduce([s for s, _ in parts])
         part, n = g, 0
         if skip is not None and skip.any():

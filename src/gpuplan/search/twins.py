@@ -103,13 +103,13 @@ def _scalar(v: Any) -> float:
 def best_at(g: dict[str, np.ndarray], t: Any, gpus: np.ndarray) -> np.ndarray:
     """The fastest finite step of timed rows g (sorted by count; timing t) at each of `gpus`
     (inf where none): the `best` of `variants.hsdp_twins`."""
-    step = t.full("step_s")
-    fin = np.isfinite(step)
-    counts, at = np.unique(g["gpus"][fin], return_inverse=True)
-    low = np.full(counts.size, np.inf)
-    np.minimum.at(low, at, step[fin])
-    if counts.size == 0:
+    n = g["gpus"].size
+    if n == 0:
         return np.full(gpus.shape, np.inf)
+    step = t.full("step_s")
+    starts = np.flatnonzero(np.concatenate(([True], g["gpus"][1:] != g["gpus"][:-1])))
+    counts = g["gpus"][starts]
+    low = np.minimum.reduceat(np.where(np.isfinite(step), step, np.inf), starts)
     i = np.minimum(np.searchsorted(counts, gpus), counts.size - 1)
     return np.where(counts[i] == gpus, low[i], np.inf)
 
@@ -151,6 +151,8 @@ def settle(req: Any, table: Any, jobs: list[tuple[dict[str, np.ndarray], Any, An
             continue
         clock = jobs[i][1]
         best = best_at(kept[i], timings[i], d["gpus"]) * (1.0 + FLOOR_MARGIN)
+        if not np.all(np.isfinite(best)):  # a row kept runs at each count skipped against
+            return None, 0
         d = dict(d, dp=table.g["dp"][d["row"]])
         free = d["floor_lb"] > best * (1.0 + MARGIN)
         busy = ~free & (d["dp"] > 1) & (ceilings(req, table, d, clock) * (1.0 + MARGIN) <= best)
