@@ -5,8 +5,9 @@ the other rows matter only through the tally (physically feasible or not, NO_LIN
 ZeRO-3 rows, through the HSDP rule (`variants.hsdp_twins`: a row whose compute floor is
 within FLOOR_MARGIN of its count's fastest step gets its HSDP copy timed). So a row whose
 step time is provably longer than the step of a row already timed at its count can be
-skipped, if it provably runs (a finite step) and, for a ZeRO-3 row, its floor is provably
-above the fastest step too. The proof is a lower bound of the step (`floors`):
+skipped, if it provably runs (a finite step); for a ZeRO-3 row whose HSDP copy the rule
+reads, `twins.settle` then decides the rule's verdict (from the floor bound and a ceiling,
+timing only the few rows between). The proof is a lower bound of the step (`floors`):
 
     step_s >= (1 + bubble fraction) x (compute_s + memory_s + layer overhead)
 
