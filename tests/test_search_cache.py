@@ -224,7 +224,9 @@ def test_groups_timed_together_equal_groups_timed_alone(monkeypatch):
 def test_variant_memory_is_the_memory_breakdowns():
     """`variants.most_loaded` (the table's variant rows: total, offloaded bytes and host
     traffic of the most loaded stage, without selecting every part) equals
-    `memory.memory_breakdown`'s, bit for bit, on every variant row of a MoE model's table."""
+    `memory.memory_breakdown`'s, bit for bit, on every variant row of a MoE model's table;
+    the offload copies' (`variants.LAZY`) once sized as a group reads them (`table.sizer`),
+    on a few rows at a time."""
     from gpuplan.search import variants
     from gpuplan.search.evaluate import memory_per_gpu, site_from_catalog
     from gpuplan.search.grid import model_axes
@@ -242,7 +244,14 @@ def test_variant_memory_is_the_memory_breakdowns():
     for got, want in zip(variants.most_loaded(req.model, lay, site),
                          (bd.total, bd.offloaded, bd.host_traffic), strict=True):
         assert np.array_equal(got, np.broadcast_to(want, got.shape), equal_nan=True)
-    assert np.array_equal(table.extra["memory_bytes"], bd.total, equal_nan=True)
+    pending = table.extra["pending"]
+    assert pending.any() and np.isnan(table.extra["memory_bytes"][pending]).all()
+    for rows in np.array_split(np.flatnonzero(pending), 3):
+        table.sizer(rows)
+    assert not table.extra["pending"].any()
+    for k, want in zip(variants.SIZED, (bd.total, bd.offloaded, bd.host_traffic), strict=True):
+        assert np.array_equal(table.extra[k], np.broadcast_to(want, bd.total.shape),
+                              equal_nan=True)
 
 
 # --- pruning before the time model (search/prune.py) and the split search (search/split.py) ---

@@ -8,6 +8,7 @@ import pytest
 
 from gpuplan import api
 from gpuplan.report import plan as report_plan
+from gpuplan.search import plan as planmod
 from gpuplan.search import prune, twins
 from gpuplan.search.timed import filled, time_many
 from gpuplan.search.variants import FLOOR_MARGIN
@@ -112,3 +113,37 @@ def test_only_twins_whose_copy_fits_are_relevant():
                         memory_bytes=np.zeros(3), extra=extra)
     clock = SimpleNamespace(hw=SimpleNamespace(memory_bytes=np.array([80e9])))
     assert twins.relevant(g, clock, table).tolist() == [True, False, False, False]
+
+
+# --- offload copies sized as the groups read them (variants.LAZY, variants.size_read) ---
+
+LAZY_CASES = [
+    dict(model="llama2-70b", tokens="2T", gpu=["a100-80gb", "h100-sxm", "l40s"],
+         max_gpus=64),
+    dict(model="deepseek-v3", tokens="14.8T", gpu=["h100-sxm", "h800", "b200"],
+         max_gpus=4096),
+]
+
+
+@pytest.mark.parametrize("ask", LAZY_CASES, ids=[c["model"] for c in LAZY_CASES])
+def test_lazily_sized_offload_copies_equal_sizing_them_all(monkeypatch, ask):
+    """Sizing an offload copy only when a group reads its memory gives the plan JSON of sizing
+    every copy with the table (tallies of OOM, host memory and unneeded offload included);
+    and the shortcut ran: some copies were sized, others never needed it."""
+    from gpuplan.search import groups, variants
+
+    tables = []
+    original = groups.layout_table
+
+    def kept(*a, **k):
+        tables.append(original(*a, **k))
+        return tables[-1]
+
+    monkeypatch.setattr(groups, "layout_table", kept)
+    monkeypatch.setattr(planmod, "layout_table", kept)
+    lazy = _json(**ask)
+    ex = tables[0].extra
+    offload = ex["kind"] == 2
+    assert ex["pending"][offload].any() and not ex["pending"][offload].all()
+    monkeypatch.setattr(variants, "LAZY", ())
+    assert _json(**ask) == lazy

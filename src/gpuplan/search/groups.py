@@ -63,6 +63,8 @@ class LayoutTable:
     # prune.terms_of of each row of g, then of extra
     bounds: dict[str, np.ndarray] = field(default_factory=dict)
     per_count: dict[int, int] = field(default_factory=dict)  # variant rows by GPU count
+    # sizes the `pending` variant rows given (`variants.size_rows`), as a group reads them
+    sizer: Callable[[np.ndarray], None] | None = None
 
     def variant_count(self, counts: np.ndarray) -> int:
         """The variant candidates of these GPU counts (all kinds; counted once per count)."""
@@ -110,11 +112,13 @@ def layout_table(req: Any, counts: np.ndarray, axes: Axes,
          else {k: np.zeros(0, dtype=np.int64) for k in _ROW_KEYS})
     mem = _most_loaded(req, g)
     starts = np.concatenate(([0], np.cumsum([p["gpus"].size for p in parts], dtype=np.int64)))
-    extra = variants.sized(g, mem, smallest_gpu_bytes, lambda x: _layout(x, req), req.model,
-                           req.site)
+    lay = lambda x: _layout(x, req)  # noqa: E731
+    extra = variants.sized(g, mem, smallest_gpu_bytes, lay, req.model, req.site, variants.LAZY)
     g.update(variants.defaults(g["gpus"].size))
     return LayoutTable(g=g, starts=starts, position={int(c): i for i, c in enumerate(counts)},
-                       tp_values=tp_values, dropped=dropped, memory_bytes=mem, extra=extra)
+                       tp_values=tp_values, dropped=dropped, memory_bytes=mem, extra=extra,
+                       sizer=lambda rows: variants.size_rows(extra, rows, lay, req.model,
+                                                             req.site))
 
 
 def _valid(g: dict[str, np.ndarray], req: Any, k: int) -> np.ndarray:
@@ -224,10 +228,18 @@ def evaluate_groups(req: Any, cat: Catalog,
     `progress(i, n)`: called as each group's rows are prepared."""
     works: list[_Work] = []
     seen: dict[Any, tuple[dict[str, np.ndarray], np.ndarray, list[tuple[str, int]]]] = {}
-    for i, (plats, counts, tally) in enumerate(groups):
+    keys: set[Any] = set()
+    chosen = []
+    for i, (plats, counts, _) in enumerate(groups):
         if progress:
             progress(i, len(groups))
-        works.append(_prepared(req, cat, plats, counts, tally, table, precisions, seen))
+        chosen.append(_chosen(req, cat, plats, counts, table, precisions, keys))
+    # the offload copies' memory every group reads, in one call (`variants.LAZY`)
+    variants.size_read(table, [(counts, c.fitting, plats[0].accelerator, precisions)
+                               for (plats, counts, _), c in zip(groups, chosen, strict=True)
+                               if not c.seen])
+    for (plats, counts, tally), c in zip(groups, chosen, strict=True):
+        works.append(_prepared(req, cat, plats, counts, tally, table, precisions, seen, c))
     # rows provably slower than a row of their count are skipped, counted as they would be
     kept, timed, skipped, busy = prune.timed_rows(req, [(w.g, w.clock, w.key) for w in works],
                                                  table)
@@ -279,25 +291,29 @@ def _rows_key(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray,
             host if host == host else "nan")
 
 
-def _prepared(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray, tally: Tally,
-              table: LayoutTable, precisions: tuple[int, ...] | None,
-              seen: dict[Any, Any] | None = None) -> _Work:
-    """One group's rows to time: the table's rows of its counts that pass its hardware rules
-    and fit its memory, and their op-recompute and offload copies (`variants`), sorted by GPU
-    count; every other row tallied. `seen`: rows already chosen for groups of the same
-    `_rows_key`, reused (the same arrays, and the same counts tallied under this GPU)."""
+@dataclass
+class _Chosen:
+    """A group's grid rows (`_chosen`), before its variants: its key, the rows, the counts
+    where one fits and its tally so far; `seen`: a group of the same key chose them first."""
+
+    key: Any
+    g: dict[str, np.ndarray] | None = None
+    fitting: np.ndarray | None = None
+    mine: Tally | None = None
+    seen: bool = False
+
+
+def _chosen(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray,
+            table: LayoutTable, precisions: tuple[int, ...] | None, keys: set[Any]) -> _Chosen:
+    """The table's rows of a group's counts that pass its hardware rules and fit its memory
+    (the others tallied), unless a group of the same `_rows_key` (in `keys`) chose them."""
     p0 = plats[0]
     acc = p0.accelerator
     assert acc is not None
     key = _rows_key(req, cat, plats, counts, precisions)
-    kw = dict(plats=plats, cat=cat, tally=tally, allow_consumer=req.filters.allow_consumer,
-              precisions=precisions)
-    if seen is not None and key in seen:
-        g, fitting, log = seen[key]
-        for code, k in log:
-            tally.add(acc.id, code, k)
-        return _Work(acc_id=acc.id, counts=counts, tally=tally, clock=_clock(req, cat, p0),
-                     kw=dict(kw, keys=list(g), fitting=fitting), g=dict(g), key=key)
+    if key in keys:
+        return _Chosen(key=key, seen=True)
+    keys.add(key)
     mine = Tally()
     _tally_dropped(mine, acc.id, table, counts, p0.scale_up_domain)
     idx = table.rows(counts)
@@ -312,7 +328,34 @@ def _prepared(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray,
     g["memory_bytes"] = table.memory_bytes[rows]
     g["host_traffic"] = np.zeros(rows.size)
     g["row"] = rows
-    fitting = np.unique(g["gpus"])
+    return _Chosen(key=key, g=g, fitting=np.unique(g["gpus"]), mine=mine)
+
+
+def _prepared(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray, tally: Tally,
+              table: LayoutTable, precisions: tuple[int, ...] | None,
+              seen: dict[Any, Any] | None = None, chosen: _Chosen | None = None) -> _Work:
+    """One group's rows to time: the table's rows of its counts that pass its hardware rules
+    and fit its memory (`chosen`, else chosen now), and their op-recompute and offload copies
+    (`variants`), sorted by GPU count; every other row tallied. `seen`: rows already chosen
+    for groups of the same `_rows_key`, reused (the same arrays, and the same counts tallied
+    under this GPU)."""
+    p0 = plats[0]
+    acc = p0.accelerator
+    assert acc is not None
+    if chosen is None:
+        chosen = _chosen(req, cat, plats, counts, table, precisions,
+                         set() if seen is None else set(seen))
+    kw = dict(plats=plats, cat=cat, tally=tally, allow_consumer=req.filters.allow_consumer,
+              precisions=precisions)
+    key = chosen.key
+    if seen is not None and key in seen:
+        g, fitting, log = seen[key]
+        for code, k in log:
+            tally.add(acc.id, code, k)
+        return _Work(acc_id=acc.id, counts=counts, tally=tally, clock=_clock(req, cat, p0),
+                     kw=dict(kw, keys=list(g), fitting=fitting), g=dict(g), key=key)
+    g, fitting, mine = chosen.g, chosen.fitting, chosen.mine
+    assert g is not None and fitting is not None and mine is not None
     v = variants.candidates(table, counts, (1, 2), **dict(kw, tally=mine, keys=list(g),
                                                            fitting=fitting))
     if v["gpus"].size:  # timed with the grid rows (one call), in GPU-count order

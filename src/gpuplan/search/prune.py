@@ -138,7 +138,7 @@ def terms_of(req: Any, g: dict[str, np.ndarray], table: Any = None) -> dict[str,
         table.bounds.update(floats=floats, prec=np.concatenate([p["prec"] for p in parts]))
     row = g["row"]
     at = np.where(row >= 0, row, table.g["gpus"].size - 2 - row)
-    out = dict(zip(_FLOATS, table.bounds["floats"][:, at], strict=True))
+    out = dict(zip(_FLOATS, np.take(table.bounds["floats"], at, axis=1), strict=True))
     out["prec"] = table.bounds["prec"][at]
     return out
 

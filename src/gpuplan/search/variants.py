@@ -104,27 +104,45 @@ def extra_rows(ex: dict[str, np.ndarray], counts: np.ndarray, kinds: tuple[int, 
 SIZED = ("memory_bytes", "offloaded", "host_traffic")
 
 
+# kinds whose memory `sized` leaves to `size_rows`, called when a group first reads it: an
+# offload copy's memory is read only where its twin does not fit the group's GPU and no grid
+# row fits at its count (`unneeded`), about one copy in seven in a large search
+LAZY = (2,)
+
+
 def sized(g: dict[str, np.ndarray], memory_bytes: np.ndarray, smallest_gpu_bytes: float,
-          layout: Callable[[dict[str, np.ndarray]], Layout], model: Any, site: Site
-          ) -> dict[str, np.ndarray]:
+          layout: Callable[[dict[str, np.ndarray]], Layout], model: Any, site: Site,
+          lazy: tuple[int, ...] = ()) -> dict[str, np.ndarray]:
     """The variant rows of the runnable table rows `g` that the layout rules accept, with
     their memory per GPU, offloaded bytes and host traffic per step (the most loaded GPU's),
-    sorted by kind, then GPU count; `key` indexes them for `extra_rows`."""
+    sorted by kind, then GPU count; `key` indexes them for `extra_rows`. Rows of the kinds
+    `lazy` are `pending` (nan until `size_rows`)."""
     extra = variant_rows(g, np.ones(g["gpus"].size, dtype=bool), memory_bytes,
                          smallest_gpu_bytes)
     if extra["gpus"].size:
         ok = layout(extra).valid_mask(model)
         extra = {k: v[ok] for k, v in extra.items()}
-    n = extra["gpus"].size
-    extra.update({k: np.zeros(n) for k in SIZED})
-    for lo in range(0, n, BLOCK):
-        part = {k: v[lo:lo + BLOCK] for k, v in extra.items()}
-        for k, v in zip(SIZED, most_loaded(model, layout(part), site), strict=True):
-            extra[k][lo:lo + BLOCK] = v
     order = np.lexsort((extra["gpus"], extra["kind"]))  # kind-major, then by GPU count
     extra = {k: v[order] for k, v in extra.items()}
     extra["key"] = extra["kind"] * (1 << 40) + extra["gpus"]
+    n = extra["gpus"].size
+    extra.update({k: np.full(n, np.nan) for k in SIZED})
+    extra["pending"] = np.isin(extra["kind"], lazy)
+    size_rows(extra, np.flatnonzero(~extra["pending"]), layout, model, site)
     return extra
+
+
+def size_rows(extra: dict[str, np.ndarray], rows: np.ndarray,
+              layout: Callable[[dict[str, np.ndarray]], Layout], model: Any, site: Site
+              ) -> None:
+    """The memory fields (SIZED) of variant rows `rows` of `extra` (ascending), in blocks
+    of BLOCK rows (`most_loaded`; the same values as sizing them with every other row)."""
+    for lo in range(0, rows.size, BLOCK):
+        at = rows[lo:lo + BLOCK]
+        part = {k: v[at] for k, v in extra.items()}
+        for k, v in zip(SIZED, most_loaded(model, layout(part), site), strict=True):
+            extra[k][at] = v
+    extra["pending"][rows] = False
 
 
 def most_loaded(model: Any, layout: Layout, site: Site) -> tuple[np.ndarray, ...]:
@@ -141,6 +159,15 @@ def most_loaded(model: Any, layout: Layout, site: Site) -> tuple[np.ndarray, ...
                  for k in ("total", "offloaded", "host_traffic"))
 
 
+def unneeded(e: dict[str, np.ndarray], twin_memory_bytes: np.ndarray, capacity_bytes: float,
+             fitting_counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(op copies, offload copies) among variant rows `e` that are unneeded: their twin fits
+    (`capacity_bytes`), or for offload a grid row fits at their count (`fitting_counts`)."""
+    twin_fits = twin_memory_bytes <= capacity_bytes
+    return (twin_fits & (e["kind"] == 1),
+            (twin_fits | np.isin(e["gpus"], fitting_counts)) & (e["kind"] == 2))
+
+
 def checks(e: dict[str, np.ndarray], *, twin_memory_bytes: np.ndarray, capacity_bytes: float,
            fitting_counts: np.ndarray, host_bytes: float, busy: np.ndarray | None,
            rows: int) -> list[fz.Check]:
@@ -148,10 +175,9 @@ def checks(e: dict[str, np.ndarray], *, twin_memory_bytes: np.ndarray, capacity_
     twin fits is unneeded (op, offload), offload also at a GPU count where a grid row fits
     (`fitting_counts`), then GPU memory, host memory (`host_bytes` per GPU), and an HSDP copy
     whose twin is not among `busy` (table rows whose DP traffic shows; `rows` table rows)."""
-    twin_fits = twin_memory_bytes <= capacity_bytes
-    return [fz.Check(code=fz.OP_UNNEEDED, bad=twin_fits & (e["kind"] == 1)),
-            fz.Check(code=fz.OFFLOAD_UNNEEDED,
-                     bad=(twin_fits | np.isin(e["gpus"], fitting_counts)) & (e["kind"] == 2)),
+    op, offload = unneeded(e, twin_memory_bytes, capacity_bytes, fitting_counts)
+    return [fz.Check(code=fz.OP_UNNEEDED, bad=op),
+            fz.Check(code=fz.OFFLOAD_UNNEEDED, bad=offload),
             fz.memory_check(e["memory_bytes"], capacity_bytes),
             fz.host_memory_check(e["offloaded"], host_bytes),
             fz.Check(code=fz.HSDP_UNNEEDED, bad=not_in(e["twin"], busy, rows))]
@@ -174,6 +200,8 @@ def candidates(table: Any, counts: np.ndarray, kinds: tuple[int, ...], *, plats:
     sel, e = _selected(table, counts, kinds, precisions)
     if sel.size == 0:
         return {k: np.zeros(0, dtype=table.g[k].dtype if k in table.g else float) for k in keys}
+    if set(kinds) & set(LAZY):
+        e = _sized_now(table, sel, e, acc.memory_bytes, fitting)
     host = (min(host_memory_per_gpu(cat, acc, p) for p in plats)
             if np.any(e["offloaded"] > 0) else np.inf)
     keep = tally.apply(acc.id, np.ones(sel.size, dtype=bool), [
@@ -225,3 +253,38 @@ def hsdp_twins(g: dict[str, np.ndarray]) -> np.ndarray:
     best = np.minimum.reduceat(g["step_s"], starts)[segment]
     return g["row"][(g["row"] >= 0) & (g["dp_exposed"] > 0)
                     & (g["floor_s"] <= best * (1 + FLOOR_MARGIN))]
+
+
+def _sized_now(table: Any, sel: np.ndarray, e: dict[str, np.ndarray], capacity_bytes: float,
+               fitting: np.ndarray) -> dict[str, np.ndarray]:
+    """The fields `e` of variant rows `sel` with the memory of the pending ones (`LAZY`) that
+    this group reads -- those not `unneeded` -- computed now (`table.sizer`)."""
+    ex = table.extra
+    if "pending" not in ex:
+        return e
+    wait = ex["pending"][sel]
+    if wait.any():
+        skip = np.logical_or(*unneeded(e, table.memory_bytes[e["twin"]], capacity_bytes,
+                                       fitting))
+        if (wait & ~skip).any():  # none after `size_read`, unless a caller skipped it
+            table.sizer(sel[wait & ~skip])
+    return dict(e, memory_bytes=ex["memory_bytes"][sel], offloaded=ex["offloaded"][sel])
+
+
+def size_read(table: Any, groups: list[tuple[np.ndarray, np.ndarray, Any, Any]]) -> None:
+    """Size (`table.sizer`) the pending variant rows that these groups -- (GPU counts, counts
+    where a grid row fits, accelerator, precisions) -- will read (`_sized_now`), in one call:
+    the memory model's cost is mostly per call."""
+    ex = table.extra
+    if "pending" not in ex or table.sizer is None or not ex["pending"].any():
+        return
+    need = np.zeros(ex["pending"].size, dtype=bool)
+    for counts, fitting, acc, precisions in groups:
+        sel, e = _selected(table, counts, LAZY, precisions)
+        if sel.size:
+            skip = np.logical_or(*unneeded(e, table.memory_bytes[e["twin"]],
+                                           acc.memory_bytes, fitting))
+            need[sel[~skip]] = True
+    need &= ex["pending"]
+    if need.any():
+        table.sizer(np.flatnonzero(need))
