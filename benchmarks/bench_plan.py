@@ -147,9 +147,10 @@ class _Probe:
             out = fn(*a, **k)
             if not self.in_outlook:
                 now = self.prune.stats
-                for f in ("bounded", "probed", "skipped", "timed"):
-                    setattr(self.pruned, f, getattr(self.pruned, f) + getattr(now, f)
-                            - getattr(before, f))
+                for f in ("bounded", "probed", "skipped", "timed", "settled", "unsure"):
+                    if hasattr(now, f):  # settled, unsure: where the tree has search/twins.py
+                        setattr(self.pruned, f, getattr(self.pruned, f) + getattr(now, f)
+                                - getattr(before, f))
                 self.pruned.fell_back |= now.fell_back and not before.fell_back
             return out
         return wrapper
@@ -382,7 +383,9 @@ def _print_search(ip: dict) -> None:
     print(f"  pruning (exact)        {pr.bounded:,} (hardware, layout) rows bounded below "
           f"(search/prune.py), {pr.probed:,} timed first as probes, {pr.skipped:,} skipped "
           f"as provably slower than a probe of their count (never timed, counted as they "
-          f"would be), {pr.timed:,} timed after the probes"
+          f"would be), {pr.timed:,} timed after the probes; of the skipped ZeRO-3 rows "
+          f"whose HSDP copy fits, {getattr(pr, 'settled', 0):,} had the HSDP verdict settled "
+          f"from bounds (search/twins.py; {getattr(pr, 'unsure', 0):,} of them timed to decide)"
           f"{' -- THE GUARD FELL BACK, every row timed' if pr.fell_back else ''}")
     print(f"  search wall time       {ip['search_s']:>14.3f} s   "
           f"-> {ip['candidates_per_s'] / 1e6:,.1f} M candidates/s (target >= 10 M/s), "
