@@ -34,6 +34,7 @@ def test_settled_plans_equal_plans_timing_the_twins(monkeypatch, ask):
     """With the verdicts settled (rows skipped), the whole plan JSON -- ranked plans, Pareto
     front, bests, tallies with the HSDP exclusion count, why-not, outlook -- equals that of the
     search that times every pruned ZeRO-3 row the HSDP rule reads, and that of no pruning."""
+    monkeypatch.setattr(twins, "MIN_ROWS", 0)  # every job settles (small ones time by default)
     monkeypatch.setattr(prune, "stats", prune.Stats())
     settled = _json(**ask)
     assert prune.stats.settled > 0 and not prune.stats.fell_back
@@ -80,6 +81,7 @@ def test_each_settled_verdict_equals_the_time_model(monkeypatch, ask):
         return busy, unsure
 
     monkeypatch.setattr(twins, "settle", checked)
+    monkeypatch.setattr(twins, "MIN_ROWS", 0)
     api.plan(**ask)
     assert seen["rows"] > 1000 and 0 < seen["busy"] < seen["rows"]
     assert seen["unsure"] < seen["rows"] / 10
@@ -90,6 +92,7 @@ def test_a_broken_ceiling_falls_back_to_timing_every_row(monkeypatch):
     guard on the rows timed: the search then times every row, and the plan is unchanged."""
     ask = CASES[0]
     want = _json(**ask)
+    monkeypatch.setattr(twins, "MIN_ROWS", 0)
     original = twins.ceilings
     monkeypatch.setattr(twins, "ceilings", lambda *a: original(*a) * 0.5)
     monkeypatch.setattr(prune, "stats", prune.Stats())
@@ -139,6 +142,7 @@ def test_lazily_sized_offload_copies_equal_sizing_them_all(monkeypatch, ask):
         tables.append(original(*a, **k))
         return tables[-1]
 
+    monkeypatch.setattr(variants, "LAZY_MIN", 0)  # lazy however few (large tables only)
     monkeypatch.setattr(groups, "layout_table", kept)
     monkeypatch.setattr(planmod, "layout_table", kept)
     lazy = _json(**ask)

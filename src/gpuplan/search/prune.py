@@ -341,6 +341,9 @@ def _kept(req: Any, jobs: Jobs, table: Any, bounds: list[Any], best: list[Any]
         rel = tw.relevant(g, jobs[members[0]][1], table)  # one GPU memory per class
         parts = (None if any(best[i] is None for i in members) else
                  [_skips(g, bounds[i], best[i], rel) for i in members])
+        if parts is not None:  # a few rows to settle: timed instead (settling has a cost per job)
+            parts = [(s, d) if d is None or np.count_nonzero(d) >= tw.MIN_ROWS else (s & ~d, None)
+                     for s, d in parts]
         skip = None if parts is None else np.logical_and.reduce([s for s, _ in parts])
         part, n = g, 0
         if skip is not None and skip.any():

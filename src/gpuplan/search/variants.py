@@ -108,6 +108,7 @@ SIZED = ("memory_bytes", "offloaded", "host_traffic")
 # offload copy's memory is read only where its twin does not fit the group's GPU and no grid
 # row fits at its count (`unneeded`), about one copy in seven in a large search
 LAZY = (2,)
+LAZY_MIN = 1 << 14  # fewer rows of those kinds: sized with the others (a call costs ~3 ms)
 
 
 def sized(g: dict[str, np.ndarray], memory_bytes: np.ndarray, smallest_gpu_bytes: float,
@@ -116,7 +117,7 @@ def sized(g: dict[str, np.ndarray], memory_bytes: np.ndarray, smallest_gpu_bytes
     """The variant rows of the runnable table rows `g` that the layout rules accept, with
     their memory per GPU, offloaded bytes and host traffic per step (the most loaded GPU's),
     sorted by kind, then GPU count; `key` indexes them for `extra_rows`. Rows of the kinds
-    `lazy` are `pending` (nan until `size_rows`)."""
+    `lazy` are `pending` (nan until `size_rows`) where they are LAZY_MIN or more."""
     extra = variant_rows(g, np.ones(g["gpus"].size, dtype=bool), memory_bytes,
                          smallest_gpu_bytes)
     if extra["gpus"].size:
@@ -128,6 +129,8 @@ def sized(g: dict[str, np.ndarray], memory_bytes: np.ndarray, smallest_gpu_bytes
     n = extra["gpus"].size
     extra.update({k: np.full(n, np.nan) for k in SIZED})
     extra["pending"] = np.isin(extra["kind"], lazy)
+    if np.count_nonzero(extra["pending"]) < LAZY_MIN:  # not worth a call of their own
+        extra["pending"][:] = False
     size_rows(extra, np.flatnonzero(~extra["pending"]), layout, model, site)
     return extra
 
@@ -162,10 +165,20 @@ def most_loaded(model: Any, layout: Layout, site: Site) -> tuple[np.ndarray, ...
 def unneeded(e: dict[str, np.ndarray], twin_memory_bytes: np.ndarray, capacity_bytes: float,
              fitting_counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(op copies, offload copies) among variant rows `e` that are unneeded: their twin fits
-    (`capacity_bytes`), or for offload a grid row fits at their count (`fitting_counts`)."""
+    (`capacity_bytes`), or for offload a grid row fits at their count (`fitting_counts`,
+    sorted and distinct: np.unique's)."""
     twin_fits = twin_memory_bytes <= capacity_bytes
     return (twin_fits & (e["kind"] == 1),
-            (twin_fits | np.isin(e["gpus"], fitting_counts)) & (e["kind"] == 2))
+            (twin_fits | _member(e["gpus"], fitting_counts)) & (e["kind"] == 2))
+
+
+def _member(values: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
+    """np.isin(values, sorted_unique) for a sorted array of distinct values (np.unique's), by
+    binary search: no sort of both per call."""
+    if sorted_unique.size == 0:
+        return np.zeros(values.shape, dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_unique, values), sorted_unique.size - 1)
+    return sorted_unique[at] == values
 
 
 def checks(e: dict[str, np.ndarray], *, twin_memory_bytes: np.ndarray, capacity_bytes: float,
