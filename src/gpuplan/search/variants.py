@@ -168,8 +168,10 @@ def unneeded(e: dict[str, np.ndarray], twin_memory_bytes: np.ndarray, capacity_b
     (`capacity_bytes`), or for offload a grid row fits at their count (`fitting_counts`,
     sorted and distinct: np.unique's)."""
     twin_fits = twin_memory_bytes <= capacity_bytes
-    return (twin_fits & (e["kind"] == 1),
-            (twin_fits | _member(e["gpus"], fitting_counts)) & (e["kind"] == 2))
+    offload = np.flatnonzero(e["kind"] == 2)
+    out = np.zeros(twin_fits.shape, dtype=bool)
+    out[offload] = twin_fits[offload] | _member(e["gpus"][offload], fitting_counts)
+    return twin_fits & (e["kind"] == 1), out
 
 
 def _member(values: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
