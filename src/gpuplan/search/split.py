@@ -29,7 +29,8 @@ MIN_ROWS = 2_000_000
 # the work part 0 (this process) takes, relative to a child's: it prices, ranks and builds
 # the outlook alone afterwards (~0.025 s of deepseek-v3's ~0.8 s of parts), but a child
 # pays its page faults after the fork and the pickling (~0.07 s): so a little more here
-# (deepseek-v3's parts measured 0.36 + 0.43 s CPU at 0.8, 0.40 + 0.37 s at 1.1)
+# (deepseek-v3's parts measured 0.36 + 0.43 s CPU at 0.8, 0.40 + 0.37 s at 1.1; forked, on 2
+# cores at load ~1.2: wall 0.548 s at 0.8, 0.525 s at 1.0, 0.524 s at 1.1)
 HERE_SHARE = 1.1
 STATE_BYTES = 16.0  # mixed-precision AdamW state per parameter, for `deal`'s weights only
 MEMORY_SHARE = 0.3  # `deal`'s weight of a row that never fits (memory model only)
