@@ -235,7 +235,7 @@ def evaluate_groups(req: Any, cat: Catalog,
             progress(i, len(groups))
         chosen.append(_chosen(req, cat, plats, counts, table, precisions, keys))
     # the offload copies' memory every group reads, in one call (`variants.LAZY`)
-    variants.size_read(table, [(counts, c.fitting, plats[0].accelerator, precisions)
+    variants.size_read(table, [(counts, c.fitting, plats[0].accelerator, precisions)  # type: ignore[misc]
                                for (plats, counts, _), c in zip(groups, chosen, strict=True)
                                if not c.seen])
     for (plats, counts, tally), c in zip(groups, chosen, strict=True):
@@ -245,7 +245,8 @@ def evaluate_groups(req: Any, cat: Catalog,
                                                  table)
     hsdp: list[tuple[_Work, dict[str, np.ndarray]]] = []
     for i, (w, n_skipped) in enumerate(zip(works, skipped, strict=True)):
-        g, t, kept[i], timed[i] = kept[i], timed[i], None, None  # freed once used (page
+        g, t = kept[i], timed[i]
+        kept[i] = timed[i] = None  # type: ignore[call-overload]  # freed once used (page
         w.tally.physically_feasible += n_skipped  # faults: split.py)
         g, t = _runs(g, t, w.acc_id, w.tally)
         # HSDP copies only where they may be the fastest of their count (variants.hsdp_twins)

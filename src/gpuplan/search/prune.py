@@ -347,7 +347,7 @@ def _kept(req: Any, jobs: Jobs, table: Any, bounds: list[Any], best: list[Any]
         skip = None if parts is None else np.logical_and.reduce([s for s, _ in parts])
         part, n = g, 0
         if skip is not None and skip.any():
-            for i, (_, near) in zip(members, parts, strict=True):
+            for i, (_, near) in zip(members, parts or [], strict=True):
                 if near is not None and (near & skip).any():
                     at = np.flatnonzero(near & skip)
                     deferred[i] = {"row": g["row"][at], "gpus": g["gpus"][at],

@@ -71,7 +71,7 @@ def _optimizer_bytes(req: Any, table: Any, rows: np.ndarray) -> np.ndarray:
         ex = table.extra
         new = ex["twin"][ex["kind"] == 0]
         lay = layout_of({k: v[new] for k, v in table.g.items()}, req)
-        c = SimpleNamespace(**LayoutArrays.read(lay, float))
+        c: Any = SimpleNamespace(**LayoutArrays.read(lay, float))
         placed = pipeline_stages(req.model, c.tp, c.pp, c.ep, c.vpp, c.first, c.last)
         opt = np.asarray(timing.choose(OPTIMIZER_STEP_BYTES, lay.optimizer), dtype=float)
         have[new] = timing._optimizer_params(c, placed) * opt
