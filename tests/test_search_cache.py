@@ -378,6 +378,34 @@ def test_split_search_equals_one_process(monkeypatch, forks, ask):
     assert calls == [2] and len(forks) == 1
 
 
+
+def test_a_child_releases_free_memory_before_its_part(monkeypatch, forks):
+    """Each forked child returns the free heap it inherited (`heap.release_free`) before it
+    computes its part, so that the parent's writes to those pages copy nothing; this process
+    releases nothing."""
+    import os
+
+    from gpuplan.search import split
+
+    released: list[int] = []
+    monkeypatch.setattr(split.heap, "release_free", lambda: released.append(os.getpid()) or True)
+    assert split.run_parts(lambda i: (i, list(released)), 2) == [(0, []), (1, forks)]
+    assert len(forks) == 1 and released == []
+
+
+def test_split_search_from_a_warm_heap_equals_one_process(monkeypatch, forks):
+    """With freed memory kept (`heap.keep_freed_memory`, as the CLI) and a search done before,
+    the child inherits a heap full of freed arrays and releases it: the split plan is still
+    the one-process plan, whole JSON, searched twice."""
+    from gpuplan.search import heap, split
+
+    ask = PRUNE_CASES[0]
+    heap.keep_freed_memory()
+    one = _json(api.plan(**ask))
+    monkeypatch.setattr(split, "MIN_ROWS", 0)
+    assert [_json(api.plan(**ask, workers=2)) for _ in range(2)] == [one, one]
+    assert len(forks) == 2
+
 def test_a_failed_child_part_is_computed_here(forks):
     """A part whose forked child fails (raises, sends nothing) is computed in this process."""
     import os

@@ -23,3 +23,17 @@ def test_plan_is_the_same_after():
     heap.keep_freed_memory()
     after = api.plan(**ask)
     assert before.plans == after.plans and before.excluded == after.excluded
+
+
+def test_free_memory_is_released_on_glibc_and_skipped_elsewhere(monkeypatch):
+    """`release_free` (what a forked child of `search/split.py` calls first) trims on glibc,
+    where a heap with freed arrays in it has pages to give back, and does nothing elsewhere."""
+    import numpy as np
+
+    glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+    heap.keep_freed_memory()
+    arrays = [np.ones(1 << 20) for _ in range(8)]
+    del arrays  # 64 MiB freed, kept in the heap
+    assert heap.release_free() is glibc
+    monkeypatch.setattr(heap.platform, "libc_ver", lambda: ("musl", "1.2"))
+    assert heap.release_free() is False

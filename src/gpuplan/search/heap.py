@@ -33,3 +33,13 @@ def keep_freed_memory() -> bool:
                     and libc.mallopt(M_MMAP_THRESHOLD, MMAP_BYTES))
     except (OSError, AttributeError):
         return False
+
+
+def release_free() -> bool:
+    """Return the heap's free memory to the system (glibc's malloc_trim); True when some was."""
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        return bool(ctypes.CDLL(None).malloc_trim(0))
+    except (OSError, AttributeError):
+        return False

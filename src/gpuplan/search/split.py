@@ -10,6 +10,20 @@ candidates summed. The same rows and counts as one process computes (tests/test_
 Only with fork (POSIX), in a process without threads, and only for callers that ask (the CLI;
 never the web server, whose workers already run one per core); a child that fails is computed
 here instead, and no child outlives a search that fails here.
+
+Page faults. After a fork every page of the parent is shared, write-protected in both: the
+first write to one faults, and copies it while the other process still maps it. A parent that
+has searched before (a second `plan`, the benchmark) holds the freed arrays of that search
+in its heap (`heap.keep_freed_memory`), and its part reuses them: deepseek-v3's parent part
+faulted ~40,000 times (~160 MiB) at ~2.5 us a copy on this 2-core VM, ~0.09 s of its ~0.46 s;
+the same part unforked, none. So a child first returns those free pages to the system
+(`heap.release_free`, ~10 ms, on its own core): the parent's pages are then mapped once, and
+its writes fault without a copy (~0.9 us each; measured 0.46 -> 0.45 s for the part, the
+faults as many). In a fresh process (the CLI) the heap is small at the fork, and each process
+maps its part's pages anew (parent ~41,000 faults, child ~34,000; one process ~69,000), as
+any fresh process does. The join is small: the child's rows pickle to ~60 KiB, unpickled in
+~2 ms, merged in well under 1 ms; the rest of the parent's time after the join (~17 ms:
+pricing, ranking, the outlook) is the one-process search's too.
 """
 
 from __future__ import annotations
@@ -23,15 +37,18 @@ from typing import Any
 
 import numpy as np
 
+from . import heap
+
 # fewer candidate physics rows than this (GPU counts x layouts per count, all groups): one
 # process (a fork costs a few milliseconds, the join a few more)
 MIN_ROWS = 2_000_000
 # the work part 0 (this process) takes, relative to a child's: it prices, ranks and builds
-# the outlook alone afterwards (~0.025 s of deepseek-v3's ~0.8 s of parts), but a child
-# pays its page faults after the fork and the pickling (~0.07 s): so a little more here
-# (deepseek-v3's parts measured 0.36 + 0.43 s CPU at 0.8, 0.40 + 0.37 s at 1.1; forked, on 2
-# cores at load ~1.2: wall 0.548 s at 0.8, 0.525 s at 1.0, 0.524 s at 1.1)
-HERE_SHARE = 1.1
+# the outlook alone afterwards (~0.02 s) and forks (~8 ms), a child releases free memory
+# (~10 ms) and pickles; both fault on the pages they write (module docstring). deepseek-v3,
+# warm, forked, the child releasing: at 1.1 the parent's part ended 16-30 ms after the
+# child's, at 1.0 -7 to +7 ms, at 0.9 ~90 ms before it (the deal is coarse); wall at load
+# ~1.2: 0.51-0.52 s at 1.1, 0.51-0.52 s at 1.0, 0.55-0.58 s at 0.9
+HERE_SHARE = 1.0
 STATE_BYTES = 16.0  # mixed-precision AdamW state per parameter, for `deal`'s weights only
 MEMORY_SHARE = 0.3  # `deal`'s weight of a row that never fits (memory model only)
 
@@ -84,6 +101,7 @@ def run_parts(fn: Callable[[int], Any], parts: int) -> list[Any]:
             os.close(read)
             try:
                 with os.fdopen(write, "wb") as out:
+                    heap.release_free()  # the parent's free pages its own again (docstring)
                     out.write(pickle.dumps(fn(i), protocol=pickle.HIGHEST_PROTOCOL))
             finally:
                 os._exit(0)
