@@ -220,8 +220,9 @@ def in_process(argv: list[str], repeat: int = 5) -> dict[str, float]:
             "axes": probe.axes[0].sizes(), "per_count": probe.axes[0].size,
             "variants": {k: int(sum(1 for x in kinds if x == i)) for i, k in enumerate(KINDS)},
             "search_cpu_s": statistics.median(cpus), "workers": workers,
-            "split_s": statistics.median(w for w, _ in split),
-            "split_cpu_s": statistics.median(c for _, c in split),
+            "split_s": statistics.median(w for w, _, _ in split),
+            "split_cpu_s": statistics.median(c for _, c, _ in split),
+            "split_faults": statistics.median(f for _, _, f in split),
             "cli_workers": default_workers(),
             "pruned": pruned,
             "evaluated": r.evaluated, "physics_points": r.physics_evaluated,
@@ -230,18 +231,22 @@ def in_process(argv: list[str], repeat: int = 5) -> dict[str, float]:
             "physics_s": phys, "physics_points_per_s": r.physics_evaluated / phys}
 
 
-def _timed_search(cat, req, workers: int) -> tuple[float, float]:
-    """Wall and CPU seconds (this process's; a forked part's CPU is its own) of one search."""
+def _timed_search(cat, req, workers: int) -> tuple[float, float, int]:
+    """Wall and CPU seconds (this process's; a forked part's CPU is its own) of one search,
+    and this process's minor page faults during it (search/split.py's docstring)."""
     from gpuplan.search import plan as planmod
 
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     t0, c0 = time.perf_counter(), time.process_time()
     planmod.search(cat, req, workers=workers)
-    return time.perf_counter() - t0, time.process_time() - c0
+    return (time.perf_counter() - t0, time.process_time() - c0,
+            resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
 
 
 def search_times(argv: list[str], repeat: int) -> dict[str, float]:
     """Median wall and CPU seconds of `plan.search` alone (any revision has it), and its wall
-    over two processes where the revision has `workers` (else the one-process wall)."""
+    over two processes where the revision has `workers` (else the one-process wall), with
+    this process's minor page faults then."""
     import inspect
 
     from gpuplan.search import plan as planmod
@@ -258,11 +263,10 @@ def search_times(argv: list[str], repeat: int) -> dict[str, float]:
         walls.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
         if two:
-            t0 = time.perf_counter()
-            planmod.search(cat, req, workers=2)
-            split.append(time.perf_counter() - t0)
+            split.append(_timed_search(cat, req, 2))
     return {"wall_s": statistics.median(walls), "cpu_s": statistics.median(cpus),
-            "split_s": statistics.median(split or walls), **first}
+            "split_s": statistics.median([w for w, _, _ in split] or walls),
+            "split_faults": statistics.median([f for _, _, f in split] or [0]), **first}
 
 
 ROUNDS = 3  # --compare: rounds of (this tree, the other revision), each in a fresh process
@@ -393,7 +397,8 @@ def _print_search(ip: dict) -> None:
     print(f"  search CPU time        {ip['search_cpu_s']:>14.3f} s   one process")
     print(f"  search wall, {ip['workers']} procs  {ip['split_s']:>14.3f} s   (target "
           f"<= 0.5 s; `gpuplan plan --workers {ip['workers']}`; the CLI's default now "
-          f"{ip['cli_workers']}; CPU of this process {ip['split_cpu_s']:.3f} s)")
+          f"{ip['cli_workers']}; CPU of this process {ip['split_cpu_s']:.3f} s, "
+          f"{ip['split_faults']:,.0f} minor page faults)")
 
 
 def _keep_freed_memory() -> None:
@@ -459,7 +464,9 @@ def main() -> None:
             print(f"  {name:12s} wall {ip['wall_s']:6.3f} s vs {b['wall_s']:6.3f} s;  "
                   f"CPU {ip['cpu_s']:6.3f} s vs {b['cpu_s']:6.3f} s "
                   f"({ip['cpu_s'] / b['cpu_s']:.2f}x);  2 procs wall {ip['split_s']:6.3f} s "
-                  f"vs {b['split_s']:6.3f} s;  first search (cold) wall "
+                  f"vs {b['split_s']:6.3f} s (this process's page faults "
+                  f"{ip['split_faults']:,.0f} vs {b['split_faults']:,.0f});  first search "
+                  f"(cold) wall "
                   f"{ip['first_wall_s']:6.3f} s vs {b['first_wall_s']:6.3f} s, CPU "
                   f"{ip['first_cpu_s']:6.3f} s vs {b['first_cpu_s']:6.3f} s")
 
