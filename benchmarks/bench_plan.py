@@ -16,8 +16,9 @@ Measures, for GPT-3 175B, Llama 3 70B and DeepSeek-V3 over the whole catalog:
 `--compare REV` times the search of this tree and of another git revision in the same run
 (before/after), one process each, alternating (`compared`): both see the same load; it
 prints the median of later searches in a process (warm) and the first one (cold: what the CLI
-runs, whose page faults cost about a fifth of it). Like the CLI, each process first keeps freed
-memory for reuse (`search/heap.py`, where the revision has it).
+runs, whose page faults cost about a fifth of it); and over two processes, warm and cold, with
+this process's and the child's CPU (robust to load) and this process's page faults. Like the
+CLI, each process first keeps freed memory for reuse (`search/heap.py`, where it has it).
 "Work computed" counts the rows that reach arithmetic: layout rows through the memory model
 (once per search, shared by every GPU group; a layer's activation terms and the pipeline
 placement once per distinct combination of the fields they read: estimators/distinct.py), (hardware, layout) rows through the time model
@@ -220,9 +221,10 @@ def in_process(argv: list[str], repeat: int = 5) -> dict[str, float]:
             "axes": probe.axes[0].sizes(), "per_count": probe.axes[0].size,
             "variants": {k: int(sum(1 for x in kinds if x == i)) for i, k in enumerate(KINDS)},
             "search_cpu_s": statistics.median(cpus), "workers": workers,
-            "split_s": statistics.median(w for w, _, _ in split),
-            "split_cpu_s": statistics.median(c for _, c, _ in split),
-            "split_faults": statistics.median(f for _, _, f in split),
+            "split_s": statistics.median(d["wall_s"] for d in split),
+            "split_cpu_s": statistics.median(d["cpu_s"] for d in split),
+            "split_faults": statistics.median(d["faults"] for d in split),
+            "split_child_cpu_s": statistics.median(d["child_cpu_s"] for d in split),
             "cli_workers": default_workers(),
             "pruned": pruned,
             "evaluated": r.evaluated, "physics_points": r.physics_evaluated,
@@ -231,22 +233,27 @@ def in_process(argv: list[str], repeat: int = 5) -> dict[str, float]:
             "physics_s": phys, "physics_points_per_s": r.physics_evaluated / phys}
 
 
-def _timed_search(cat, req, workers: int) -> tuple[float, float, int]:
-    """Wall and CPU seconds (this process's; a forked part's CPU is its own) of one search,
-    and this process's minor page faults during it (search/split.py's docstring)."""
+def _timed_search(cat, req, workers: int) -> dict[str, float]:
+    """Wall and CPU seconds of one search: this process's (a forked part's CPU is its own)
+    and its children's (the forked parts, reaped by the search), and this process's minor
+    page faults during it (search/split.py's docstring)."""
     from gpuplan.search import plan as planmod
 
-    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    me, kids = resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN
+    f0, k0 = resource.getrusage(me).ru_minflt, resource.getrusage(kids)
     t0, c0 = time.perf_counter(), time.process_time()
     planmod.search(cat, req, workers=workers)
-    return (time.perf_counter() - t0, time.process_time() - c0,
-            resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    k1 = resource.getrusage(kids)
+    return {"wall_s": wall, "cpu_s": cpu, "faults": resource.getrusage(me).ru_minflt - f0,
+            "child_cpu_s": k1.ru_utime + k1.ru_stime - k0.ru_utime - k0.ru_stime}
 
 
-def search_times(argv: list[str], repeat: int) -> dict[str, float]:
-    """Median wall and CPU seconds of `plan.search` alone (any revision has it), and its wall
-    over two processes where the revision has `workers` (else the one-process wall), with
-    this process's minor page faults then."""
+def search_times(argv: list[str], repeat: int, first_workers: int = 1) -> dict[str, float]:
+    """Median wall and CPU seconds of `plan.search` alone (any revision has it), and over two
+    processes where the revision has `workers` (else the one-process figures): wall, this
+    process's CPU and minor page faults, the child's CPU. The first search (cold, as the
+    CLI's) over `first_workers` processes: with 2, that search alone."""
     import inspect
 
     from gpuplan.search import plan as planmod
@@ -254,6 +261,10 @@ def search_times(argv: list[str], repeat: int) -> dict[str, float]:
     cat, req = _request(argv)
     walls, cpus, split = [], [], []
     two = "workers" in inspect.signature(planmod.search).parameters
+    if first_workers > 1:
+        first = _timed_search(cat, req, first_workers) if two else _timed_search(cat, req, 1)
+        return {"first_split_wall_s": first["wall_s"], "first_split_cpu_s": first["cpu_s"],
+                "first_split_child_cpu_s": first["child_cpu_s"]}
     t0, c0 = time.perf_counter(), time.process_time()  # the first search: cold, as the CLI's
     planmod.search(cat, req)
     first = {"first_wall_s": time.perf_counter() - t0, "first_cpu_s": time.process_time() - c0}
@@ -264,9 +275,10 @@ def search_times(argv: list[str], repeat: int) -> dict[str, float]:
         cpus.append(time.process_time() - c0)
         if two:
             split.append(_timed_search(cat, req, 2))
-    return {"wall_s": statistics.median(walls), "cpu_s": statistics.median(cpus),
-            "split_s": statistics.median([w for w, _, _ in split] or walls),
-            "split_faults": statistics.median([f for _, _, f in split] or [0]), **first}
+    one = {"wall_s": statistics.median(walls), "cpu_s": statistics.median(cpus)}
+    both = {f"split_{k}": statistics.median(d[k] for d in split) if split else one.get(k, 0.0)
+            for k in ("wall_s", "cpu_s", "faults", "child_cpu_s")}
+    return {**one, **both, **first}
 
 
 ROUNDS = 3  # --compare: rounds of (this tree, the other revision), each in a fresh process
@@ -292,11 +304,13 @@ def compared(rev: str, repeat: int) -> tuple[dict[str, dict[str, float]], ...]:
             for i, src in enumerate(trees):
                 env = {**os.environ, "PYTHONPATH": str(src)}
                 runs[i].append({})
-                for case in CASES:  # a process per case: its first search is cold
+                for case, first in ((c, w) for c in CASES for w in (1, 2)):
                     out = subprocess.run([sys.executable, __file__, "--search-times", case,
-                                          "--repeat", str(repeat)], capture_output=True,
-                                         text=True, check=True, env=env).stdout
-                    runs[i][-1].update(json.loads(out.strip().splitlines()[-1]))
+                                          "--repeat", str(repeat), "--first-workers",
+                                          str(first)], capture_output=True, text=True,
+                                         check=True, env=env).stdout  # its first is cold
+                    got = json.loads(out.strip().splitlines()[-1])[case]
+                    runs[i][-1].setdefault(case, {}).update(got)
     return tuple({n: {k: statistics.median(r[n][k] for r in rs) for k in rs[0][n]}
                   for n in rs[0]} for rs in runs)
 
@@ -417,11 +431,13 @@ def main() -> None:
     ap.add_argument("--compare", metavar="REV",
                     help="also time the search of git revision REV (e.g. main) in this run")
     ap.add_argument("--search-times", metavar="CASE", help=argparse.SUPPRESS)
+    ap.add_argument("--first-workers", type=int, default=1, help=argparse.SUPPRESS)
     a = ap.parse_args()
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
     _keep_freed_memory()
     if a.search_times:  # the child of --compare: this source tree's search times, as JSON
-        print(json.dumps({a.search_times: search_times(CASES[a.search_times], a.repeat)}))
+        print(json.dumps({a.search_times: search_times(CASES[a.search_times], a.repeat,
+                                                       a.first_workers)}))
         return
     print(f"gpuplan --help: {help_time():.3f} s (target <= 0.3 s)")
     for name, argv in CASES.items():
@@ -460,16 +476,22 @@ def main() -> None:
               f"alternating rounds of {a.repeat}; load average {load:.1f} -> "
               f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores):")
         for name, ip in mine.items():
-            b = base[name]
-            print(f"  {name:12s} wall {ip['wall_s']:6.3f} s vs {b['wall_s']:6.3f} s;  "
-                  f"CPU {ip['cpu_s']:6.3f} s vs {b['cpu_s']:6.3f} s "
-                  f"({ip['cpu_s'] / b['cpu_s']:.2f}x);  2 procs wall {ip['split_s']:6.3f} s "
-                  f"vs {b['split_s']:6.3f} s (this process's page faults "
-                  f"{ip['split_faults']:,.0f} vs {b['split_faults']:,.0f});  first search "
-                  f"(cold) wall "
-                  f"{ip['first_wall_s']:6.3f} s vs {b['first_wall_s']:6.3f} s, CPU "
-                  f"{ip['first_cpu_s']:6.3f} s vs {b['first_cpu_s']:6.3f} s")
+            _print_compared(name, ip, base[name])
 
+
+def _print_compared(name: str, ip: dict, b: dict) -> None:
+    """One case of `--compare`: this tree's figures vs the other revision's."""
+    def vs(key: str, fmt: str = "6.3f", unit: str = " s") -> str:
+        return f"{ip[key]:{fmt}}{unit} vs {b[key]:{fmt}}{unit}"
+
+    print(f"  {name:12s} one process: wall {vs('wall_s')};  CPU {vs('cpu_s')} "
+          f"({ip['cpu_s'] / b['cpu_s']:.2f}x);  first search (cold) wall "
+          f"{vs('first_wall_s')}, CPU {vs('first_cpu_s')}")
+    print(f"  {'':12s} 2 procs:     wall {vs('split_wall_s')};  CPU here "
+          f"{vs('split_cpu_s')}, child {vs('split_child_cpu_s')};  page faults here "
+          f"{vs('split_faults', ',.0f', '')};  first search (cold, as the CLI) wall "
+          f"{vs('first_split_wall_s')}, CPU here {vs('first_split_cpu_s')}, child "
+          f"{vs('first_split_child_cpu_s')}")
 
 if __name__ == "__main__":
     main()
