@@ -393,6 +393,20 @@ def test_a_child_releases_free_memory_before_its_part(monkeypatch, forks):
     assert len(forks) == 1 and released == []
 
 
+
+def test_children_that_sent_their_part_are_collected(forks):
+    """The search does not wait for a child's exit after its part arrived (`split.UNREAPED`);
+    a later split search or `reap(block=True)` collects it: none is left."""
+    import os
+
+    from gpuplan.search import split
+
+    assert split.run_parts(lambda i: i, 2) == [0, 1] and len(forks) == 1
+    split.reap(block=True)
+    assert split.UNREAPED == []
+    with pytest.raises(ChildProcessError):
+        os.waitpid(forks[0], os.WNOHANG)  # already collected
+
 def test_split_search_from_a_warm_heap_equals_one_process(monkeypatch, forks):
     """With freed memory kept (`heap.keep_freed_memory`, as the CLI) and a search done before,
     the child inherits a heap full of freed arrays and releases it: the split plan is still

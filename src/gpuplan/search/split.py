@@ -18,12 +18,13 @@ in its heap (`heap.keep_freed_memory`), and its part reuses them: deepseek-v3's 
 faulted ~40,000 times (~160 MiB) at ~2.5 us a copy on this 2-core VM, ~0.09 s of its ~0.46 s;
 the same part unforked, none. So a child first returns those free pages to the system
 (`heap.release_free`, ~10 ms, on its own core): the parent's pages are then mapped once, and
-its writes fault without a copy (~0.9 us each; measured 0.46 -> 0.45 s for the part, the
-faults as many). In a fresh process (the CLI) the heap is small at the fork, and each process
-maps its part's pages anew (parent ~41,000 faults, child ~34,000; one process ~69,000), as
-any fresh process does. The join is small: the child's rows pickle to ~60 KiB, unpickled in
-~2 ms, merged in well under 1 ms; the rest of the parent's time after the join (~17 ms:
-pricing, ranking, the outlook) is the one-process search's too.
+its writes fault without a copy (~0.9 us each, as many faults; the child's are of fresh
+pages, ~1.7 us). In a fresh process (the CLI) the heap is small at the fork, and each process
+maps its part's pages anew (parent ~38,000 faults, child ~37,000; one process ~69,000), as
+any fresh process does. The join is small: the child's rows pickle to ~55 KiB, unpickled in
+~2 ms, merged in well under 1 ms; the rest of the parent's time after the join (~18 ms:
+pricing, ranking, the outlook) is the one-process search's too. A child's exit, unmapping its
+memory, took ~11 ms after its part arrived: not waited for (`reap`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ MIN_ROWS = 2_000_000
 # child's, at 1.0 -7 to +7 ms, at 0.9 ~90 ms before it (the deal is coarse); wall at load
 # ~1.2: 0.51-0.52 s at 1.1, 0.51-0.52 s at 1.0, 0.55-0.58 s at 0.9
 HERE_SHARE = 1.0
+UNREAPED: list[int] = []  # children that sent their part, their exit not yet collected
 STATE_BYTES = 16.0  # mixed-precision AdamW state per parameter, for `deal`'s weights only
 MEMORY_SHARE = 0.3  # `deal`'s weight of a row that never fits (memory model only)
 
@@ -87,6 +89,7 @@ def run_parts(fn: Callable[[int], Any], parts: int) -> list[Any]:
     a part whose child fails or sends nothing is computed here."""
     if parts <= 1 or not hasattr(os, "fork") or threading.active_count() > 1:
         return [fn(i) for i in range(parts)]  # forking a threaded process may deadlock
+    reap(block=False)
     children: list[tuple[int, int | None, int | None]] = []
     for i in range(1, parts):
         read, write = os.pipe()
@@ -126,9 +129,24 @@ def _joined(fn: Callable[[int], Any], i: int, pid: int | None, read: int | None)
     if pid is None or read is None:
         return fn(i)
     with os.fdopen(read, "rb") as src:
-        data = src.read()
-    os.waitpid(pid, 0)
+        data = src.read()  # to the end: the child has closed its end, it is leaving
+    UNREAPED.append(pid)
+    reap(block=False)
     try:
         return pickle.loads(data)
     except Exception:  # noqa: BLE001 -- a child that died early sent nothing (or half)
         return fn(i)
+
+
+def reap(block: bool) -> None:
+    """Collect the exit of the children that sent their part (`UNREAPED`); with `block`,
+    wait for each. A child's exit -- unmapping its memory -- takes ~10 ms after it has sent
+    everything: the search does not wait for it, a later split search (or `block`) collects
+    it, and a process that exits leaves it to the system."""
+    for pid in tuple(UNREAPED):
+        try:
+            done = os.waitpid(pid, 0 if block else os.WNOHANG)[0]
+        except ChildProcessError:  # collected elsewhere
+            done = pid
+        if done:
+            UNREAPED.remove(pid)
