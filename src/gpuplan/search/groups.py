@@ -410,8 +410,7 @@ def _runs(g: dict[str, np.ndarray], t: Timing, gpu: str,
     g["stack"] = t.stack
     g["tokens_per_s"], g["step_s"] = t.full("tokens_per_s"), t.full("step_s")
     g["dp_exposed"] = t.full("dp_comm_s")
-    g["floor_s"] = (t.full("compute_s") + t.full("memory_s") + t.full("overhead_s")
-                    + t.full("optimizer_s"))
+    g["floor_s"] = t.floor()
     g["at"] = np.arange(n[0])
     ok = tally.apply(gpu, np.ones(n, dtype=bool), [fz.runs_check(g["step_s"], g["tokens_per_s"])])
     tally.physically_feasible += int(ok.sum())

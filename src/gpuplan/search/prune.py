@@ -57,6 +57,7 @@ from ..workload import finetune_of
 from . import twins as tw
 from .timed import _TIMED_KEYS as _TIMED
 from .timed import filled, layout_of, time_many
+from .timed import scalar as _scalar
 from .variants import FLOOR_MARGIN
 
 ENABLED = True  # False: every row through the time model (tests compare both)
@@ -165,10 +166,6 @@ def floors(x: dict[str, np.ndarray], hw: Any, eff: Any) -> tuple[np.ndarray, np.
         return floor * x["bubble"], floor
 
 
-def _scalar(v: Any) -> float:
-    return float(np.asarray(v, dtype=float).reshape(-1)[0])
-
-
 def _sound(clock: Any) -> bool:
     """One hardware and efficiency row (the bound reads them as scalars), every link and
     bandwidth finite and positive: then only the precision and offload traffic can make a
@@ -248,8 +245,7 @@ def _holds(g: Any, t: Any, bound: tuple[np.ndarray, np.ndarray, np.ndarray]) -> 
     """The guard: every timed row the bound calls ok has a finite step and both bounds hold."""
     step_lb, floor_lb, ok = bound
     step = t.full("step_s")
-    floor = t.full("compute_s") + t.full("memory_s") + t.full("overhead_s") \
-        + t.full("optimizer_s")
+    floor = t.floor()
     return bool(np.all(~ok | (np.isfinite(step) & (step >= step_lb * (1.0 - MARGIN))
                               & (floor >= floor_lb * (1.0 - MARGIN)))))
 

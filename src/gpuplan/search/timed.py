@@ -66,6 +66,16 @@ def filled(table: Any, g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
+def scalar(v: Any) -> float:
+    """The one value of a hardware or efficiency field (a group's clock holds one per field)."""
+    return float(np.asarray(v, dtype=float).reshape(-1)[0])
+
+
+# floor_s: what a row's step takes before communication, bubble and offload (the HSDP rule's
+# `variants.hsdp_twins`, the pruning's floor bound and its guards); summed in this order
+FLOOR_PARTS = ("compute_s", "memory_s", "overhead_s", "optimizer_s")
+
+
 def field_or_zero(g: dict[str, np.ndarray], key: str) -> np.ndarray | int:
     """A variant field of rows g, 0 when no row sets it (the estimators' scalar path)."""
     v = g.get(key)
@@ -88,6 +98,12 @@ class Timing:
         for lo, hi, t, at, j in self.pieces:
             out[lo:hi] = _cut(t, name, at, at + hi - lo, j)
         return out
+
+    def floor(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """floor_s (FLOOR_PARTS summed) of every row, or of these rows."""
+        c, m, o, opt = (self.full(k) if rows is None else self.pick(k, rows)
+                        for k in FLOOR_PARTS)
+        return c + m + o + opt
 
     def pick(self, name: str, rows: np.ndarray) -> np.ndarray:
         """Field `name` of these rows."""

@@ -34,7 +34,8 @@ from ..estimators.shapes import pipeline_stages
 from ..rules import LayoutArrays
 from ..spec import PRECISIONS
 from . import feasibility as fz
-from .timed import layout_of, time_many
+from .timed import filled, layout_of, time_many
+from .timed import scalar as _scalar
 from .variants import FLOOR_MARGIN
 
 ENABLED = True  # False: every pruned row the HSDP rule may need is timed (tests compare)
@@ -58,7 +59,7 @@ def relevant(g: dict[str, np.ndarray], clock: Any, table: Any) -> np.ndarray | N
     row = g["row"]
     grid = (row >= 0) & (g["zero"] == 3)
     mem = table.bounds["hsdp_memory"][np.where(grid, row, 0)]
-    cap = float(np.asarray(clock.hw.memory_bytes, dtype=float).reshape(-1)[0])
+    cap = _scalar(clock.hw.memory_bytes)
     return grid & ~np.asarray(fz.memory_check(mem, cap).bad)
 
 
@@ -99,10 +100,6 @@ def ceilings(req: Any, table: Any, d: dict[str, np.ndarray], clock: Any) -> np.n
         return d["floor_lb"] * factor + sync + opt
 
 
-def _scalar(v: Any) -> float:
-    return float(np.asarray(v, dtype=float).reshape(-1)[0])
-
-
 def best_at(g: dict[str, np.ndarray], t: Any, gpus: np.ndarray) -> np.ndarray:
     """The fastest finite step of timed rows g (sorted by count; timing t) at each of `gpus`
     (inf where none): the `best` of `variants.hsdp_twins`."""
@@ -129,8 +126,7 @@ def holds(req: Any, table: Any, g: dict[str, np.ndarray], t: Any, clock: Any,
     if rel is None or not rel.any():
         return True
     at = np.flatnonzero(rel)[::1 if every else SAMPLE]
-    floor = (t.pick("compute_s", at) + t.pick("memory_s", at) + t.pick("overhead_s", at)
-             + t.pick("optimizer_s", at))
+    floor = t.floor(at)
     ceil = ceilings(req, table, {"row": g["row"][at], "gpus": g["gpus"][at],
                                  "floor_lb": floor_lb[at]}, clock)
     dp_ok = (g["dp"][at] <= 1) | (t.pick("dp_comm_s", at) > 0)
@@ -165,8 +161,6 @@ def settle(req: Any, table: Any, jobs: list[tuple[dict[str, np.ndarray], Any, An
             unsure.append((i, {k: v[left] for k, v in d.items()}, best[left]))
     if not unsure:
         return out, 0
-    from .timed import filled
-
     rows = [filled(table, {k: v for k, v in d.items() if k != "floor_lb"})
             for _, d, _ in unsure]
     times = time_many(req, [(r, jobs[i][1], None) for (i, _, _), r in zip(unsure, rows,
@@ -175,8 +169,6 @@ def settle(req: Any, table: Any, jobs: list[tuple[dict[str, np.ndarray], Any, An
         if not (holds(req, table, r, t, jobs[i][1], d["floor_lb"], every=True)
                 and np.all(np.isfinite(t.full("step_s")))):
             return None, 0
-        floor = (t.full("compute_s") + t.full("memory_s") + t.full("overhead_s")
-                 + t.full("optimizer_s"))
-        busy = (t.full("dp_comm_s") > 0) & (floor <= best)
+        busy = (t.full("dp_comm_s") > 0) & (t.floor() <= best)
         out[i] = np.concatenate([out[i], d["row"][busy]])
     return out, sum(d["row"].size for _, d, _ in unsure)
