@@ -23,23 +23,30 @@ TRIM_BYTES = 1 << 30  # free heap top kept up to this (the search peaks near 250
 MMAP_BYTES = 1 << 28  # blocks up to this come from the heap, reused once freed
 
 
+def _glibc() -> ctypes.CDLL | None:
+    """This process's C library when it is glibc (its symbols are the process's), else None."""
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        return ctypes.CDLL(None)
+    except OSError:
+        return None
+
+
 def keep_freed_memory() -> bool:
     """Set glibc's trim and mmap thresholds (module docstring); True when set."""
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return False
+    libc = _glibc()
     try:
-        libc = ctypes.CDLL(None)  # this process's symbols, the C library's among them
-        return bool(libc.mallopt(M_TRIM_THRESHOLD, TRIM_BYTES)
+        return bool(libc is not None and libc.mallopt(M_TRIM_THRESHOLD, TRIM_BYTES)
                     and libc.mallopt(M_MMAP_THRESHOLD, MMAP_BYTES))
-    except (OSError, AttributeError):
+    except AttributeError:
         return False
 
 
 def release_free() -> bool:
     """Return the heap's free memory to the system (glibc's malloc_trim); True when some was."""
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return False
+    libc = _glibc()
     try:
-        return bool(ctypes.CDLL(None).malloc_trim(0))
-    except (OSError, AttributeError):
+        return bool(libc is not None and libc.malloc_trim(0))
+    except AttributeError:
         return False
