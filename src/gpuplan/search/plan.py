@@ -40,7 +40,7 @@ from .groups import (  # noqa: F401  (re-exported: tests and benchmarks reach th
     layout_table,
 )
 from .platforms import Filters, Platform, PriceRow, group_by_physics, select_platforms
-from .power import check_limit, power_scaling
+from .power import check_limit, drawn_watts, power_scaling
 from .results import PlanResult, PlanRow, SizeResult
 from .single import host_watts_per_gpu, price_rows
 
@@ -102,7 +102,7 @@ class Request:
     def gpu_watts(self, acc: Accelerator) -> float:
         """The power a GPU of the plan draws at full load: its TDP, or the power limit below
         it (as `estimate --power-limit-watts` costs energy)."""
-        return min(acc.tdp_watts, self.power_limit_watts or acc.tdp_watts)
+        return drawn_watts(acc.tdp_watts, self.power_limit_watts)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -118,6 +118,12 @@ def power_factor(tdp_watts: float, limit_watts: float, exponent: float) -> float
     return min(1.0, (check_limit(limit_watts) / tdp_watts) ** exponent)
 
 
+def drawn_watts(tdp_watts: float, limit_watts: float | None) -> float:
+    """What a GPU draws at full load: its TDP, or the power limit below it (energy and the
+    owned electricity are counted at this; `estimate` and `plan` alike)."""
+    return tdp_watts if limit_watts is None else min(tdp_watts, limit_watts)
+
+
 def power_scaling(gpu: Accelerator, limit_watts: float) -> PowerScaling:
     """The factor of `gpu` at `limit_watts`, with the law it came from."""
     law, limit = power_law(gpu.family), check_limit(limit_watts)

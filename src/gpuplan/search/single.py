@@ -47,7 +47,7 @@ from .platforms import (
     offer_platform,
     system_platform,
 )
-from .power import PowerScaling, power_limited, power_scaling
+from .power import PowerScaling, drawn_watts, power_limited, power_scaling
 from .results import Estimate, EstimateWarning, LayoutInfo, MemoryGiB
 
 # MemoryBreakdown fields that only fine-tuning fills (shown in memory_gib, #15)
@@ -422,7 +422,7 @@ def _with_run(cat: Catalog, base: dict[str, Any], plat: Platform, gpu: Accelerat
                 gpus_per_node=plat.gpus_per_node, params=base["params"],
                 mode=costm.mode_code(mode_name or "on-demand"),
                 usd_per_gpu_hour=rate if rate is not None else 0.0,
-                tdp_watts=min(gpu.tdp_watts, base["power_limit_watts"] or gpu.tdp_watts),
+                tdp_watts=drawn_watts(gpu.tdp_watts, base["power_limit_watts"]),
                 host_watts_per_gpu=host_watts_per_gpu(cat, plat), site=site)
     days, hours = first(o.days), first(o.gpu_hours)
     cost = first(o.cost_usd) if rate is not None else None
