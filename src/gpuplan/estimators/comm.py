@@ -389,6 +389,28 @@ GRAD_REDUCE_BYTES = 2.0
 PARAM_GATHER_BYTES = 2.0
 
 
+# The data-parallel group of gradient reduction and ZeRO/FSDP sharding spans dp x cp ranks:
+# the cp ranks hold the same weights and see different tokens, so they reduce their gradients
+# together. Megatron-Core (NVIDIA/Megatron-LM @ d98e8a6, 2026-08-22) builds DDP's gradient
+# buffers and the distributed optimizer over `intra_dp_cp_group`, i.e.
+# parallel_state.get_data_parallel_group(with_context_parallel=True) (distributed/
+# distributed_data_parallel.py, process_groups_config.py setup_process_groups_for_ddp,
+# optimizer/__init__.py), whose ranks are RankGenerator.get_ranks('dp-cp') under the order
+# "tp-cp-ep-dp-pp" (parallel_state.py): cp inside dp, stride tp. Its bucket size stays
+# max(40M, 1M x dp) from the dp group WITHOUT cp (`dp_buckets`). torchtitan (pytorch/torchtitan
+# @ b5bcd76, 2026-08-21; distributed/parallel_dims.py, models/llama3/parallelize.py) shards FSDP
+# over its `fsdp` mesh dimension, dp_shard x cp flattened ("pp", "dp_replicate", "fsdp", "tp"),
+# HSDP replicas outside it: the same ranks.
+
+
+def dp_cp_group(tp: Any, dp: Any, cp: Any, domain: Any) -> tuple[Any, Any]:
+    """(ranks, ranks per scale-up domain) of the data-parallel group the gradient reduction,
+    the ZeRO parameter all-gathers and the FSDP gathers run over: dp x cp ranks at stride tp
+    (comment above), of which floor(domain / tp) share one scale-up domain (`ranks_inside`)."""
+    ranks = np.asarray(dp, dtype=float) * np.asarray(cp, dtype=float)
+    return ranks, ranks_inside(tp, ranks, domain)
+
+
 def dp_sync_parts_s(params: Any, dp: Any, zero: Any, n_inner: Any, bw_inner: Any,
                     a_inner: Any, bw_outer: Any, a_outer: Any, buckets: Any = 1.0
                     ) -> tuple[Any, Any]:

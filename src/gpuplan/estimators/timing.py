@@ -335,21 +335,21 @@ def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any, tp_overlap: 
 
 
 def _data_parallel_comm(c: _Ctx, params: Any, compute_s: Any) -> dict[str, tuple[Any, Any]]:
-    """DP time, hierarchical over the dp group (stride tp*cp), in gradient buckets
+    """DP time, hierarchical over the dp x cp group (`comm.dp_cp_group`), in gradient buckets
     (`comm.dp_buckets`). With gradient accumulation the reduction runs once per step, so it
     can hide only behind the backward (2/3 of the compute) of the LAST micro-batch; ZeRO-1/2's
     parameter all-gather behind the forward (1/3) of the next step's first micro-batch
     (Megatron's overlap_param_gather); the last bucket of each is exposed (a reduction starts
     when its bucket's gradients are complete; a forward needs its first bucket gathered).
     ZeRO-3 gathers (every micro-batch) hide behind all compute."""
-    n_in = comm.ranks_inside(c.tp * c.cp, c.dp, c.domain)
+    ranks, n_in = comm.dp_cp_group(c.tp, c.dp, c.cp, c.domain)
     buckets = comm.dp_buckets(params, c.dp)
-    reduce, gather = comm.dp_sync_parts_s(params, c.dp, c.zero, n_in, c.up, c.a_up, c.out,
+    reduce, gather = comm.dp_sync_parts_s(params, ranks, c.zero, n_in, c.up, c.a_up, c.out,
                                           c.a_out, buckets)
-    gathers = comm.zero3_gather_s(params, c.dp, c.zero, c.m, n_in, c.up, c.a_up, c.out, c.a_out)
+    gathers = comm.zero3_gather_s(params, ranks, c.zero, c.m, n_in, c.up, c.a_up, c.out, c.a_out)
     # HSDP: sharded inside the shard group, replicated across the groups; a group of all
     # dp*cp ranks is plain ZeRO (no replicas), so it takes the bucketed path above exactly
-    hsdp = (c.sg > 0) & (c.sg < c.dp * c.cp)
+    hsdp = (c.sg > 0) & (c.sg < ranks)
     rs_mb = reduce  # one micro-batch's gradient reduce-scatter (ZeRO-3 below)
     if np.any(hsdp):  # its sync (reduce-scatter in the group + all-reduce across) as one part
         h_sync, h_gathers, h_rs = _hsdp_comm(c, params)
@@ -406,14 +406,14 @@ def _bubble_fraction(c: _Ctx) -> Any:
 
 def _hsdp_comm(c: _Ctx, params: Any) -> tuple[Any, Any, Any]:
     """(gradient sync, ZeRO-3 gathers) per step, and the sync's reduce-scatter inside the group
-    (what ZeRO-3 repeats per micro-batch), with an HSDP shard group: the shard group is
-    c.sg of the dp*cp ranks, taken as c.sg / cp data-parallel ranks (exact for cp = 1) at
-    stride tp*cp, its replicas at stride tp*cp*group (`comm.hsdp_grad_sync_s`)."""
-    group = np.clip(c.sg / c.cp, 1.0, c.dp)
-    n_in = comm.ranks_inside(c.tp * c.cp, group, c.domain)
-    r_in = comm.ranks_inside(c.tp * c.cp * group, c.dp / group, c.domain)
+    (what ZeRO-3 repeats per micro-batch), with an HSDP shard group of c.sg of the dp*cp ranks
+    (`comm.dp_cp_group`, stride tp), its replicas at stride tp*group (`comm.hsdp_grad_sync_s`)."""
+    ranks = c.dp * c.cp
+    group = np.clip(c.sg, 1.0, ranks)
+    n_in = comm.ranks_inside(c.tp, group, c.domain)
+    r_in = comm.ranks_inside(c.tp * group, ranks / group, c.domain)
     links = (c.up, c.a_up, c.out, c.a_out)
-    sync = comm.hsdp_grad_sync_s(params, group, c.dp / group, c.zero, n_in, r_in, *links)
+    sync = comm.hsdp_grad_sync_s(params, group, ranks / group, c.zero, n_in, r_in, *links)
     gathers = comm.zero3_gather_s(params, group, c.zero, c.m, n_in, *links)
     rs = comm.hierarchical_rs_s(params * comm.GRAD_REDUCE_BYTES, group, n_in, *links)
     return sync, gathers, rs

@@ -288,13 +288,14 @@ def _model_parallel(model: ModelSpec, c: dict[str, Any], p: dict[str, Any],
 def _hsdp(c: dict[str, Any], params: float, links: tuple[float, ...]
           ) -> tuple[float, float, float]:
     """timing._hsdp_comm with comm.hsdp_grad_sync_s and comm.zero3_gather_s."""
-    group = s1.clip(c["sg"] / c["cp"], 1.0, c["dp"])
-    n_in = s1.inside(c["tp"] * c["cp"], group, c["domain"])
-    r_in = s1.inside(c["tp"] * c["cp"] * group, c["dp"] / group, c["domain"])
+    ranks = c["dp"] * c["cp"]
+    group = s1.clip(c["sg"], 1.0, ranks)
+    n_in = s1.inside(c["tp"], group, c["domain"])
+    r_in = s1.inside(c["tp"] * group, ranks / group, c["domain"])
     grads = params * comm.GRAD_REDUCE_BYTES
     weights = params * comm.PARAM_GATHER_BYTES
     rs = s1.hier_rs(grads, group, n_in, *links)
-    ar = s1.hier_ar(grads / group, c["dp"] / group, r_in, *links)
+    ar = s1.hier_ar(grads / group, ranks / group, r_in, *links)
     ag = s1.hier_rs(weights, group, n_in, *links)
     sync = rs + ar + (0.0 if c["zero"] >= 3 else ag)
     return sync, (2.0 * c["m"] * ag if c["zero"] >= 3 else 0.0), rs
@@ -304,18 +305,19 @@ def _data_parallel(c: dict[str, Any], p: dict[str, Any]) -> list[tuple[float, fl
     """timing._data_parallel_comm: [(total, hideable)] for reduce, param gather, ZeRO-3."""
     params, dp, z = p["params"], c["dp"], c["zero"]
     links = (c["up"], c["a_up"], c["out"], c["a_out"])
-    n_in = s1.inside(c["tp"] * c["cp"], dp, c["domain"])
+    ranks = dp * c["cp"]  # comm.dp_cp_group: dp x cp ranks at stride tp
+    n_in = s1.inside(c["tp"], ranks, c["domain"])
     b = max(math.ceil(params / max(comm.DP_BUCKET_PARAMS, comm.DP_BUCKET_PARAMS_PER_RANK * dp)),
             1.0)
     grads = params * comm.GRAD_REDUCE_BYTES / b
     weights = params * comm.PARAM_GATHER_BYTES / b
-    reduce = b * (s1.hier_ar(grads, dp, n_in, *links) if z == 0
-                  else s1.hier_rs(grads, dp, n_in, *links))
-    gather = b * s1.hier_rs(weights, dp, n_in, *links) if z in (1, 2) else 0.0
-    ag = s1.hier_rs(params * comm.PARAM_GATHER_BYTES, dp, n_in, *links)
+    reduce = b * (s1.hier_ar(grads, ranks, n_in, *links) if z == 0
+                  else s1.hier_rs(grads, ranks, n_in, *links))
+    gather = b * s1.hier_rs(weights, ranks, n_in, *links) if z in (1, 2) else 0.0
+    ag = s1.hier_rs(params * comm.PARAM_GATHER_BYTES, ranks, n_in, *links)
     gathers = 2.0 * c["m"] * ag if z >= 3 else 0.0
     rs_mb = reduce
-    if 0 < c["sg"] < dp * c["cp"]:  # a group of all dp*cp ranks is plain ZeRO (timing)
+    if 0 < c["sg"] < ranks:  # a group of all dp*cp ranks is plain ZeRO (timing)
         reduce, gathers, rs_mb = _hsdp(c, params, links)
         gather = 0.0
     k = c["m"] if z >= 3 and c["pp"] <= 1 else 1.0  # timing: ZeRO-3, every micro-batch

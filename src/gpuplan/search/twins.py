@@ -10,9 +10,10 @@ than a timed row; a ZeRO-3 row it skips still decides this verdict for its copy,
   nothing, and they are skipped like any other row;
 - `settle`: once the rows kept are timed, `best` is known exactly (a skipped row is never the
   fastest). A skipped row is then not busy when its floor bound (`prune.floors`) is above
-  best x (1 + FLOOR_MARGIN); busy when dp > 1 (its data-parallel reduction then shows:
-  `timing._data_parallel_comm` hides at most `tail` < 1 of it) and an upper bound of its
-  floor (`ceilings`) is below; the rows between are timed, as before, for their verdict alone.
+  best x (1 + FLOOR_MARGIN); busy when dp x cp > 1 (its data-parallel reduction over the dp x
+  cp ranks then shows: `timing._data_parallel_comm` hides at most `tail` < 1 of it) and an
+  upper bound of its floor (`ceilings`) is below; the rows between are timed, as before, for
+  their verdict alone.
 
 `ceilings` bounds floor_s from above with the terms of `prune.floors`: the attention core's
 exponential factor (`compute.attention_exp_factor`, a mean of max(1, r) and max(1, r/2)) at
@@ -121,7 +122,7 @@ def holds(req: Any, table: Any, g: dict[str, np.ndarray], t: Any, clock: Any,
           floor_lb: np.ndarray, every: bool = False) -> bool:
     """The guard on timed rows g (every field; `floor_lb` their floor bound): where
     `relevant` (every SAMPLE-th such row, or each if `every`), floor_s is below the ceiling,
-    and dp > 1 gives a data-parallel time that shows."""
+    and dp x cp > 1 gives a data-parallel time that shows."""
     rel = relevant(g, clock, table)
     if rel is None or not rel.any():
         return True
@@ -129,7 +130,7 @@ def holds(req: Any, table: Any, g: dict[str, np.ndarray], t: Any, clock: Any,
     floor = t.floor(at)
     ceil = ceilings(req, table, {"row": g["row"][at], "gpus": g["gpus"][at],
                                  "floor_lb": floor_lb[at]}, clock)
-    dp_ok = (g["dp"][at] <= 1) | (t.pick("dp_comm_s", at) > 0)
+    dp_ok = (g["dp"][at] * g["cp"][at] <= 1) | (t.pick("dp_comm_s", at) > 0)
     return bool(np.all(dp_ok & (floor <= ceil * (1.0 + MARGIN))))
 
 
@@ -153,8 +154,9 @@ def settle(req: Any, table: Any, jobs: list[tuple[dict[str, np.ndarray], Any, An
         if not np.all(np.isfinite(best)):  # a row kept runs at each count skipped against
             return None, 0
         d = dict(d, dp=table.g["dp"][d["row"]])
+        ranks = d["dp"] * table.g["cp"][d["row"]]  # the dp x cp group (comm.dp_cp_group)
         free = d["floor_lb"] > best * (1.0 + MARGIN)
-        busy = ~free & (d["dp"] > 1) & (ceilings(req, table, d, clock) * (1.0 + MARGIN) <= best)
+        busy = ~free & (ranks > 1) & (ceilings(req, table, d, clock) * (1.0 + MARGIN) <= best)
         out[i] = d["row"][busy]
         left = np.flatnonzero(~free & ~busy)
         if left.size:
