@@ -28,12 +28,12 @@ WORST_TARGET_PCT = 25.0
 # count each configuration's newest published release (calibrate/releases.py); ALL_RELEASES
 # holds the same figures over every release (`validate --all-releases`), as quoted before.
 NOW = {
-    ("holdout", "median"): "10.9%", ("holdout", "worst"): "94.7%",
+    ("holdout", "median"): "11.0%", ("holdout", "worst"): "94.7%",
     ("cv", "median"): "12.9%", ("cv", "worst"): "97.0%",
 }
 ALL_RELEASES = {
-    ("holdout", "median"): "10.8%", ("holdout", "worst"): "184.8%",
-    ("cv", "median"): "12.0%", ("cv", "worst"): "186.1%",
+    ("holdout", "median"): "10.9%", ("holdout", "worst"): "184.8%",
+    ("cv", "median"): "12.1%", ("cv", "worst"): "186.1%",
 }
 
 
