@@ -121,3 +121,18 @@ def test_scalar_path_equals_the_vectorized_one_with_cp(tp, dp, cp, zero, sg, dom
     for f in fields(TimingBreakdown):
         v, o = np.asarray(getattr(vec, f.name)).reshape(-1)[0], getattr(one, f.name)
         assert o == pytest.approx(v, rel=1e-9, abs=0.0), f.name
+
+
+def test_cli_cp8_dp1_times_dp_traffic_and_bad_groups_stay_one_line(run_cli, run_json):
+    """Through `estimate`: CP 8 on one 8-GPU node shows DP time in its JSON breakdown; a shard
+    group that does not divide the dp x cp ranks, or degrees that miss the GPU count, are
+    one-line errors (exit 2), not tracebacks."""
+    base = ("estimate", "--model", "llama3-8b", "--gpu", "h100-sxm", "--seq-len", "65536",
+            "--zero", "3")
+    doc = run_json(*base, "--gpus", "8", "--cp", "8", "--global-batch", "1")
+    assert doc["layout"]["dp"] == 1 and doc["time_breakdown_s"]["dp_comm_s"] > 0.0
+    for argv, words in ((["--gpus", "16", "--cp", "8", "--shard-group", "3"], "dp*cp = 16"),
+                        (["--gpus", "8", "--cp", "8", "--dp", "2"], "does not equal"),
+                        (["--gpus", "8", "--cp", "3"], "not divisible")):
+        code, _, err = run_cli(*base, *argv)
+        assert code == 2 and err.count("\n") == 1 and words in err, (argv, err)
