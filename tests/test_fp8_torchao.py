@@ -6,6 +6,7 @@ counts written out here, on the scalar and vectorized paths, and by properties."
 from __future__ import annotations
 
 from dataclasses import fields, replace
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -168,13 +169,18 @@ def _layout(tp, dp, m, mb, seq, rc, zero, prec):
 @given(cases)
 def test_fp8_never_adds_tp_or_dp_collective_time(cat, case):
     """With the same layout, FP8 under torchtitan's settings moves no more TP or DP bytes than
-    BF16: each collective's total (before overlap, tp_overlap 0) is at most BF16's."""
+    BF16: each collective's total (nothing hidden: tp_overlap 0 and the DP and ZeRO-3 overlap
+    shares set to 0 here) is at most BF16's."""
     name, tp, dp, m, mb, seq, rc, zero = case
     model, hw = cat.model(name), _h100(cat)
     eff = _eff(fp8_cast=1.0, fp8_tp_gather=1.0)
-    f8 = step_time(model, _layout(tp, dp, m, mb, seq, rc, zero, FP8), hw, eff)
-    b16 = step_time(model, _layout(tp, dp, m, mb, seq, rc, zero, BF16), hw, eff)
+    with patch.object(comm, "DP_OVERLAP", 0.0), patch.object(comm, "ZERO3_OVERLAP", 0.0):
+        f8 = step_time(model, _layout(tp, dp, m, mb, seq, rc, zero, FP8), hw, eff)
+        b16 = step_time(model, _layout(tp, dp, m, mb, seq, rc, zero, BF16), hw, eff)
     assert float(f8.tp_comm_s[0]) <= float(b16.tp_comm_s[0]) * (1 + 1e-12)
+    assert float(f8.dp_comm_s[0]) <= float(b16.dp_comm_s[0]) * (1 + 1e-12)
+    if tp > 1:  # the float8 gathers move strictly less
+        assert float(f8.tp_comm_s[0]) < float(b16.tp_comm_s[0])
     one = comm.tp_comm_s(1e8, tp, 4.0, 1, 1, 450e9, 2e-6, 0.5)
     assert float(one) <= float(comm.tp_comm_s(1e8, tp, 4.0, 1, 1, 450e9, 2e-6)) * (1 + 1e-12)
 
