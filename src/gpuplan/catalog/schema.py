@@ -251,6 +251,11 @@ STACK: dict[str, Field] = {
     "matmul_scale": pos(high=4.0),
     "fp8_ratio": pos(high=4.0),
     "attention_kernel": text(False, choices=("fused", "fa2")),  # stated; absent = fused
+    # stated (docs/calibration.md, "PyTorch-native FP8"): how the stack's FP8 casts are counted
+    # ("folded" into fp8_ratio, the default; "tensorwise": torchao's bytes, counted apart) and
+    # whether its TP all-gathers run in float8 under FP8 (absent = false)
+    "fp8_cast": text(False, choices=("folded", "tensorwise")),
+    "fp8_tp_gather": Field("bool", False),
     "fitted_families": Field("texts", False, inherited=False),
     "guess": Field("bool", True, inherited=False),
     "source": text(inherited=False),

@@ -209,11 +209,26 @@ def tp_layer_collectives(recompute_full: Any) -> Any:
     return 4.0 + 2.0 * np.asarray(recompute_full, dtype=float)
 
 
+# Bytes of one float8 element (E4M3 / E5M2): what a float8 TP all-gather moves per element.
+FP8_ELEMENT_BYTES = 1.0
+
+
+def tp_gather_share(fp8: Any, fp8_tp_gather: Any, act_bytes: Any) -> Any:
+    """Bytes of a TP all-gather over those of its reduce-scatter: FP8_ELEMENT_BYTES /
+    act_bytes where the stack gathers in float8 under FP8 (`fp8_tp_gather` > 0), else 1."""
+    on = np.asarray(fp8) & (np.asarray(fp8_tp_gather) > 0)
+    return np.where(on, FP8_ELEMENT_BYTES / np.asarray(act_bytes, dtype=float), 1.0)
+
+
 def tp_comm_s(act_bytes_per_layer: Any, tp: Any, n_collectives: Any, layers: Any,
-              microbatches: Any, bw: Any, alpha: Any) -> Any:
+              microbatches: Any, bw: Any, alpha: Any, gather_share: Any = 1.0) -> Any:
     """Tensor-parallel time per step per GPU: n all-reduces of the (mb x s x h) activation per
-    layer, for every layer of the stage and every micro-batch."""
-    one = ring_allreduce_s(act_bytes_per_layer, tp, bw, alpha)
+    layer, for every layer of the stage and every micro-batch. Each is a reduce-scatter plus
+    an all-gather (the ring all-reduce, exactly); the all-gather moves `gather_share` of the
+    bytes (1/2 where it runs in float8 and the reduce-scatter in 16 bits: torchao's
+    Float8ColwiseParallel / Float8RowwiseParallel / PrepareFloat8ModuleInput)."""
+    one = (reduce_scatter_s(act_bytes_per_layer, tp, bw, alpha)
+           + all_gather_s(np.asarray(act_bytes_per_layer) * gather_share, tp, bw, alpha))
     return one * n_collectives * layers * microbatches
 
 

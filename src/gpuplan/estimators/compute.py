@@ -169,6 +169,9 @@ class Efficiency:
       16 bits in FP8 recipes (Transformer Engine keeps it in BF16), so it gets no FP8 speed-up.
     tp_overlap: share of the step's compute that can hide tensor-parallel collectives
       (catalog: efficiency.toml tp_overlap; 0 = none hidden).
+    fp8_cast: 1.0 where the stack's FP8 casts, amax and transposes are counted as HBM traffic
+      (`fp8_cast_bytes`, torchao tensorwise) instead of folded into fp8_ratio (0.0).
+    fp8_tp_gather: 1.0 where the stack's TP all-gathers move float8 under FP8.
     guess: True where the family had no calibration data (the default row is a guess).
     """
 
@@ -179,6 +182,8 @@ class Efficiency:
     layer_overhead_s: Any = 0.0
     attention_ratio: Any = 1.0
     tp_overlap: Any = 0.0
+    fp8_cast: Any = 0.0
+    fp8_tp_gather: Any = 0.0
     guess: Any = False
 
 
@@ -260,6 +265,61 @@ def elementwise_bytes_per_token_layer(model: ModelSpec, act_bytes: Any, ep: Any 
         fwd_bytes = fwd_bytes + share * (moe_routing_elems_per_token(model, ep) * a
                                          + ROUTER_BYTES_PER_EXPERT * model.experts)
     return FWD_BWD * fwd_bytes
+
+
+# --- FP8 casts of a torchao tensorwise stack (docs/calibration.md, "PyTorch-native FP8") -----
+#
+# HBM bytes per element of one cast in torchao's float8 dynamic tensorwise recipe, as torchao's
+# own roofline counts them (torchao 6243040, torchao/testing/float8/roofline_utils.py,
+# get_tensor_memory_traffic_ovhd_s, unfused): a GEMM input or output gradient: amax (read 2),
+# then read bf16 and write float8 row- and column-major (2 + 1 + 1); a weight: amax (2), a
+# forward cast (2 + 1) and a backward cast (2 + 1). Full recompute repeats a weight's amax and
+# forward cast (2 + 2 + 1).
+FP8_CAST_BYTES_OPERAND = 6.0
+FP8_CAST_BYTES_WEIGHT = 8.0
+FP8_RECAST_BYTES_WEIGHT = 5.0
+
+
+def fp8_cast_elems_per_token_layer(model: ModelSpec, tp: Any, gathered: Any
+                                   ) -> tuple[Any, Any]:
+    """(forward, backward) elements cast per token per layer, summed over the TP group:
+    GEMM inputs 2 h r + q + f (attention input once for q, k, v; output-projection input; MLP
+    input once; down-projection input) and output gradients q + 2 kv + a f + 2 h r, with
+    q = heads x d_head, kv = kv_heads x d_head, f the MLP width (as the elementwise count),
+    a = 2 for SwiGLU, and r = 1 where inputs are cast before their float8 all-gather
+    (`gathered`) or tp = 1, else tp (each rank casts the gathered copy)."""
+    h, q = model.hidden, model.heads * model.d_head
+    kv = model.kv_heads * model.d_head
+    f = model.expert_ffn * (model.experts_per_token + model.shared_experts) \
+        if model.is_moe else model.ffn
+    a = 2 if model.mlp == "swiglu" else 1
+    r = np.where(np.asarray(gathered) > 0, 1.0, np.asarray(tp, dtype=float))
+    return 2 * h * r + q + f, q + 2 * kv + a * f + 2 * h * r
+
+
+def fp8_weight_elems_per_layer(model: ModelSpec, tp: Any, ep: Any) -> Any:
+    """Linear-weight elements one rank casts per layer: attention + dense MLP over tp; in MoE
+    layers (averaged over all layers, as the elementwise count) the shared experts and the
+    rank's experts / ep routed ones."""
+    share = model.moe_layers / model.layers if model.is_moe else 0.0
+    experts = (model.shared_experts + model.experts / np.asarray(ep, dtype=float)) \
+        * model.expert_params() if model.is_moe else 0.0
+    mlp = (1.0 - share) * model.dense_mlp_params() + share * experts
+    return (model.attention_params_per_layer() + mlp) / np.asarray(tp, dtype=float)
+
+
+def fp8_cast_bytes(model: ModelSpec, tokens: Any, tp: Any, ep: Any, microbatches: Any,
+                   layers: Any, full: Any, eff: Efficiency, precision: Any) -> Any:
+    """HBM bytes one rank moves per step casting to float8 where `precision` is FP8 and the
+    stack counts its casts (eff.fp8_cast; torchao tensorwise), else 0: the operands of
+    `tokens` tokens (the TP group's, per step) over `layers` layers, their forward casts
+    repeated on the `full` recomputed share, and the layers' weights once per micro-batch."""
+    fwd, bwd = fp8_cast_elems_per_token_layer(model, tp, eff.fp8_tp_gather)
+    per_token = FP8_CAST_BYTES_OPERAND * (fwd * (1.0 + full) + bwd)
+    weight = FP8_CAST_BYTES_WEIGHT + FP8_RECAST_BYTES_WEIGHT * np.asarray(full)
+    nbytes = (np.asarray(tokens) / np.asarray(tp) * per_token * layers
+              + fp8_weight_elems_per_layer(model, tp, ep) * layers * weight * microbatches)
+    return np.where((np.asarray(precision) == FP8) & (np.asarray(eff.fp8_cast) > 0), nbytes, 0.0)
 
 
 # --- MoE layer: token routing and the grouped expert GEMMs ------------------------------------

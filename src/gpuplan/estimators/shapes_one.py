@@ -25,7 +25,15 @@ from ..spec import (
     R_SELECTIVE,
     ModelSpec,
 )
-from .compute import FWD_BWD, LOGITS_BYTES_PER_VOCAB, ROUTER_BYTES_PER_EXPERT, flops_per_token
+from .compute import (
+    FP8_CAST_BYTES_OPERAND,
+    FP8_CAST_BYTES_WEIGHT,
+    FP8_RECAST_BYTES_WEIGHT,
+    FWD_BWD,
+    LOGITS_BYTES_PER_VOCAB,
+    ROUTER_BYTES_PER_EXPERT,
+    flops_per_token,
+)
 from .scalars import clip, div, mn, mx, stage_layers  # noqa: F401 (timing_one reads them here)
 
 INF, NAN = math.inf, math.nan
@@ -173,6 +181,27 @@ def elementwise(model: ModelSpec, a: float, ep: float) -> float:
         fwd = fwd + model.moe_layers / model.layers * (
             routing * a + ROUTER_BYTES_PER_EXPERT * model.experts)
     return FWD_BWD * fwd
+
+
+def fp8_casts(model: ModelSpec, tokens: float, c: dict[str, Any], layers: float,
+              gathered: float) -> float:
+    """compute.fp8_cast_bytes (with its two element counts) on Python floats."""
+    tp, full = c["tp"], c["full"]
+    h, q, kv = model.hidden, model.heads * model.d_head, model.kv_heads * model.d_head
+    f = (model.expert_ffn * (model.experts_per_token + model.shared_experts)
+         if model.is_moe else model.ffn)
+    a = 2 if model.mlp == "swiglu" else 1
+    r = 1.0 if gathered > 0 else tp
+    fwd, bwd = 2 * h * r + q + f, q + 2 * kv + a * f + 2 * h * r
+    per_token = FP8_CAST_BYTES_OPERAND * (fwd * (1.0 + full) + bwd)
+    share = model.moe_layers / model.layers if model.is_moe else 0.0
+    experts = ((model.shared_experts + model.experts / c["ep"]) * model.expert_params()
+               if model.is_moe else 0.0)
+    weights = (model.attention_params_per_layer() + (1.0 - share) * model.dense_mlp_params()
+               + share * experts) / tp
+    return (tokens / tp * per_token * layers
+            + weights * layers * (FP8_CAST_BYTES_WEIGHT + FP8_RECAST_BYTES_WEIGHT * full)
+            * c["m"])
 
 
 def logits_bytes(model: ModelSpec) -> float:

@@ -54,7 +54,7 @@ from ..spec import (
 )
 from ..units import DAY, HOUR
 from ..workload import finetune_of
-from . import comm, finetune
+from . import comm, compute, finetune
 from .compute import (
     FWD_BWD,
     MOE_LOAD_IMBALANCE,
@@ -263,7 +263,8 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
     per_token = (elementwise_bytes_per_token_layer(model, c.act_bytes, c.ep) * lps
                  + logits_bytes_per_token(model) * head)
     repeat = 1.0 + c.full / 3.0  # full recompute repeats the forward
-    memory_s = memory_bound_time(tokens_gpu / c.tp * per_token * repeat,
+    casts = compute.fp8_cast_bytes(model, tokens_gpu, c.tp, c.ep, c.m, lps, c.full, eff, c.prec)
+    memory_s = memory_bound_time(tokens_gpu / c.tp * per_token * repeat + casts,
                                  hw.memory_bandwidth_bytes_per_s, eff.memory_fraction)
     overhead_s = np.asarray(eff.layer_overhead_s) * lps * c.m * repeat
     placed = pipeline_stages(model, c.tp, c.pp, c.ep, c.vpp, c.first, c.last)  # computed once
@@ -292,18 +293,18 @@ def _optimizer_params(c: _Ctx, placed: tuple[StageParams, ...]) -> Any:
                                          for P in placed])
 
 
-def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any, tp_overlap: Any,
+def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any, eff: Efficiency,
                          lps: Any) -> dict[str, tuple[Any, Any]]:
     """TP, CP, EP and PP communication per step (Megatron-LM rank order), each as
     (total seconds, seconds of it that compute could hide); `lps`: the slowest stage's
-    decoder layers."""
-    # one (mb x s/cp x h) activation
+    decoder layers; `act_layer`: one (mb x s/cp x h) activation."""
     act_layer = hidden_activation_bytes(model, seq_len=c.seq, micro_batch=c.mb, cp=c.cp,
                                         precision=c.prec)
     bw, a = c.link(c.tp)
-    tp = comm.tp_comm_s(act_layer, c.tp, comm.tp_layer_collectives(c.full), lps, c.m, bw, a)
+    tp = comm.tp_comm_s(act_layer, c.tp, comm.tp_layer_collectives(c.full), lps, c.m, bw, a,
+                        comm.tp_gather_share(c.prec == FP8, eff.fp8_tp_gather, c.act_bytes))
     # TP overlap (userbuffers) only inside the scale-up domain; across it, none hidden.
-    tp_overlap = np.where(c.tp <= c.domain, tp_overlap, comm.TP_CROSS_NODE_OVERLAP)
+    tp_overlap = np.where(c.tp <= c.domain, eff.tp_overlap, comm.TP_CROSS_NODE_OVERLAP)
 
     bw, a = c.link(c.tp * c.cp)
     kv = tokens_per_rank(c.seq, c.mb, c.cp) * 2.0 * kv_width_per_rank(model, c.tp) * c.act_bytes
@@ -441,7 +442,7 @@ def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency,
     if ft is not None:
         cp_ = _finetuned(model, ft, c, cp_)
     compute_s, memory_s, overhead_s = cp_["compute_s"], cp_["memory_s"], cp_["overhead_s"]
-    comms = {**_model_parallel_comm(model, c, compute_s, eff.tp_overlap, cp_["lps"]),
+    comms = {**_model_parallel_comm(model, c, compute_s, eff, cp_["lps"]),
              **_data_parallel_comm(c, cp_["params"], compute_s),
              **_offload_comm(c, hw, host_traffic, compute_s)}
     exposed = dict(zip(comms, comm.shared_overlap([t for t, _ in comms.values()],

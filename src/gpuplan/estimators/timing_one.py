@@ -44,7 +44,7 @@ from .timing import TimingBreakdown, step_time
 INF = math.inf
 _ACT_BYTES = (4.0, 2.0, 2.0, 2.0)  # shapes.ACT_BYTES
 _EFF = ("matmul_max", "half_dim", "fp8_ratio", "memory_fraction", "layer_overhead_s",
-        "attention_ratio", "tp_overlap", "guess")
+        "attention_ratio", "tp_overlap", "fp8_cast", "fp8_tp_gather", "guess")
 _LAYOUT = (("tp", "tp"), ("pp", "pp"), ("dp", "dp"), ("cp", "cp"), ("ep", "ep"),
            ("vpp", "vpp"), ("zero", "zero"), ("mb", "micro_batch"), ("gb", "global_batch"),
            ("seq", "seq_len"), ("first", "first_stage_layers"), ("last", "last_stage_layers"),
@@ -204,7 +204,9 @@ def _compute_parts(model: ModelSpec, c: dict[str, Any], eff: Efficiency) -> dict
     per_token = s1.elementwise(model, c["act"], c["ep"]) * lps + s1.logits_bytes(model) * head
     repeat = 1.0 + c["full"] / 3.0
     bw = c["hbm"] * eff.memory_fraction
-    memory_s = tokens_gpu / c["tp"] * per_token * repeat / bw
+    casts = (s1.fp8_casts(model, tokens_gpu, c, lps, eff.fp8_tp_gather)
+             if c["prec"] == FP8 and eff.fp8_cast > 0 else 0.0)
+    memory_s = (tokens_gpu / c["tp"] * per_token * repeat + casts) / bw
     placed = s1.stage_params(model, c["tp"], c["pp"], c["ep"], n)
     opt = [s1.sharded(q, c["dp"], c["cp"], c["ep"], c["zero"] >= 1, c["sg"]) for q in placed]
     totals = [d + e for d, e in placed]
@@ -258,12 +260,14 @@ def _dispatch(token_bytes: float, n: float, n_in: float, experts: int, k: int,
 
 
 def _model_parallel(model: ModelSpec, c: dict[str, Any], p: dict[str, Any],
-                    tp_overlap: float) -> list[tuple[float, float]]:
+                    tp_overlap: float, fp8_tp_gather: float = 0.0) -> list[tuple[float, float]]:
     """timing._model_parallel_comm: [(total, hideable)] for tp, cp, ep, pp."""
     compute_s, lps, tpr = p["compute_s"], p["lps"], c["seq"] * c["mb"] / c["cp"]
     act = c["act"] * tpr * model.hidden
     bw, a = _link(c, c["tp"])
-    tp = s1.ring_ar(act, c["tp"], bw, a) * (4.0 + 2.0 * c["full"]) * lps * c["m"]
+    g = comm.FP8_ELEMENT_BYTES / c["act"] if c["prec"] == FP8 and fp8_tp_gather > 0 else 1.0
+    tp = ((s1.rs(act, c["tp"], bw, a) + s1.rs(act * g, c["tp"], bw, a))
+          * (4.0 + 2.0 * c["full"]) * lps * c["m"])
     tp_ov = tp_overlap if c["tp"] <= c["domain"] else comm.TP_CROSS_NODE_OVERLAP
     bw, a = _link(c, c["tp"] * c["cp"])
     kv = tpr * 2.0 * (model.d_head * max(model.kv_heads / c["tp"], 1.0)) * c["act"]
@@ -362,7 +366,8 @@ def step_time_one(model: ModelSpec, layout: Any, hw: Any, eff: Any,
     ft = finetune_of(model)
     if ft is not None:
         p = _finetuned(model, ft, c, p)
-    comms = (_model_parallel(model, c, p, eff.tp_overlap) + _data_parallel(c, p)
+    comms = (_model_parallel(model, c, p, eff.tp_overlap, eff.fp8_tp_gather)
+             + _data_parallel(c, p)
              + [_offload(c, _f(host_traffic), p["compute_s"])])
     tp, cp, ep, pp, red, gat, z3, offload = _shared_overlap(comms, p["compute_s"])
     return _assemble(c, p, eff, (tp, cp, ep, pp, red + gat + z3, offload))

@@ -158,6 +158,9 @@ EFFICIENCY_FIELDS = {"matmul_max": ("matmul_max", 1.0), "half_dim": ("half_dim",
                      "tp_overlap": ("tp_overlap", 1.0)}
 # [stack.NAME] fields that change the efficiency (pooled over families).
 STACK_FIELDS = ("matmul_scale", "fp8_ratio")
+# [stack.NAME] FP8 settings, stated (docs/calibration.md, "PyTorch-native FP8"), carried into
+# the Efficiency fields of the same names as 1.0 / 0.0.
+STACK_FP8_FLAGS = ("fp8_cast", "fp8_tp_gather")
 # [efficiency.FAMILY] field, stated (never fitted): an 'fa2' stack's attention speed relative
 # to the fused kernel on the family (docs/calibration.md, "Attention kernel of a stack").
 FA2_RATIO = "fa2_attention_ratio"
@@ -216,17 +219,29 @@ def attention_kernel(stack: dict[str, Any]) -> str:
     return str(stack.get("attention_kernel") or "fused")
 
 
+def fp8_flags(stack: dict[str, Any]) -> dict[str, float]:
+    """The stack's stated FP8 settings as Efficiency fields: fp8_cast 1.0 where the casts are
+    counted apart (torchao tensorwise), fp8_tp_gather 1.0 where TP all-gathers run in float8."""
+    return {"fp8_cast": float(stack.get("fp8_cast") == "tensorwise"),
+            "fp8_tp_gather": float(bool(stack.get("fp8_tp_gather", False)))}
+
+
 def with_stack(values: dict[str, Any], stack: dict[str, Any]) -> dict[str, Any]:
     """Family constants under a stack: matmul_max x matmul_scale (at most 1), fp8_ratio x the
-    stack's fp8_ratio, and under a stack whose attention kernel is 'fa2' attention_ratio x the
+    stack's fp8_ratio (not under fp8_cast = 'tensorwise', whose casts are counted apart and
+    whose FP8 GEMMs keep the BF16 share of their doubled peak), the stack's FP8 flags
+    (`fp8_flags`), and under a stack whose attention kernel is 'fa2' attention_ratio x the
     family's stated fa2_attention_ratio (FlashAttention-2 against the fused kernel on that
     family; 1 where absent). Broadcasts (the calibration passes grids)."""
     out = dict(values)
     fa2 = out.pop(FA2_RATIO, 1.0)
+    flags = fp8_flags(stack)
     out["matmul_max"] = np.minimum(np.asarray(values["matmul_max"], dtype=float)
                                    * np.asarray(stack["matmul_scale"], dtype=float), 1.0)
+    stack_fp8 = 1.0 if flags["fp8_cast"] else stack["fp8_ratio"]
     out["fp8_ratio"] = (np.asarray(values.get("fp8_ratio", 1.0), dtype=float)
-                        * np.asarray(stack["fp8_ratio"], dtype=float))
+                        * np.asarray(stack_fp8, dtype=float))
+    out.update(flags)
     if attention_kernel(stack) == "fa2":
         out["attention_ratio"] = (np.asarray(values["attention_ratio"], dtype=float)
                                   * np.asarray(fa2, dtype=float))
@@ -249,8 +264,8 @@ def efficiency_for(cat: Catalog, families: Any, stack: str | None = None) -> Eff
     srow = stack_row(cat, stack)
     fams = np.atleast_1d(np.asarray(families, dtype=object))
     rows = [with_stack(family_constants(cat, str(f)), srow) for f in fams.ravel()]
-    out = {name: np.array([float(r[name]) for r in rows]).reshape(fams.shape)
-           for name, _ in EFFICIENCY_FIELDS.values()}
+    names = (*(name for name, _ in EFFICIENCY_FIELDS.values()), *STACK_FP8_FLAGS)
+    out = {name: np.array([float(r[name]) for r in rows]).reshape(fams.shape) for name in names}
     guess = np.array([pair_is_guess(cat, str(f), stack) for f in fams.ravel()]
                      ).reshape(fams.shape)
     return Efficiency(**out, guess=guess)
