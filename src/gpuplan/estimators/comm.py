@@ -201,12 +201,13 @@ def ranks_inside(stride: Any, n: Any, domain: Any) -> Any:
 # --- per-step traffic of each parallelism ------------------------------------------------------
 
 
-def tp_layer_collectives(recompute_full: Any) -> Any:
+def tp_layer_collectives(recompute_full: Any, regathers: Any = 0.0) -> Any:
     """All-reduce-equivalents per layer per micro-batch for Megatron tensor parallelism:
     2 forward + 2 backward (f and g operators, Shoeybi et al. 2019, arXiv 1909.08053, fig. 4);
     with sequence parallelism each becomes a reduce-scatter + all-gather of the same volume
-    (Korthikanti et al. 2022, section 4.2.2). Full recompute repeats the 2 forward ones."""
-    return 4.0 + 2.0 * np.asarray(recompute_full, dtype=float)
+    (Korthikanti et al. 2022, section 4.2.2). Full recompute repeats the 2 forward ones;
+    `regathers` adds the all-gathers a backward repeats (`recompute.tp_gathers_repeated`)."""
+    return 4.0 + 2.0 * np.asarray(recompute_full, dtype=float) + np.asarray(regathers, float)
 
 
 def tp_comm_s(act_bytes_per_layer: Any, tp: Any, n_collectives: Any, layers: Any,
