@@ -44,7 +44,7 @@ def test_residuals_file_is_the_generated_table(cat, cv):
 
 # Today's coverage, as `validate --cross-validate` prints it (newest releases, every release);
 # test_stated_coverage_is_current keeps the xfail below honest.
-COVERAGE_NOW = {"current": ("69.0%", 116), "all": ("78.2%", 239)}
+COVERAGE_NOW = {"current": ("67.2%", 116), "all": ("77.4%", 239)}
 # The runs with a written, source-based `anomaly` reason (docs/calibration.md, "Fine-grained
 # MoE: anomaly reasons ..."): NVIDIA-stated 25.11 regressions.
 FLAGGED = {

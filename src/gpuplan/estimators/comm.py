@@ -201,12 +201,13 @@ def ranks_inside(stride: Any, n: Any, domain: Any) -> Any:
 # --- per-step traffic of each parallelism ------------------------------------------------------
 
 
-def tp_layer_collectives(recompute_full: Any) -> Any:
+def tp_layer_collectives(recompute_full: Any, regathers: Any = 0.0) -> Any:
     """All-reduce-equivalents per layer per micro-batch for Megatron tensor parallelism:
     2 forward + 2 backward (f and g operators, Shoeybi et al. 2019, arXiv 1909.08053, fig. 4);
     with sequence parallelism each becomes a reduce-scatter + all-gather of the same volume
-    (Korthikanti et al. 2022, section 4.2.2). Full recompute repeats the 2 forward ones."""
-    return 4.0 + 2.0 * np.asarray(recompute_full, dtype=float)
+    (Korthikanti et al. 2022, section 4.2.2). Full recompute repeats the 2 forward ones;
+    `regathers` adds the all-gathers a backward repeats (`recompute.tp_gathers_repeated`)."""
+    return 4.0 + 2.0 * np.asarray(recompute_full, dtype=float) + np.asarray(regathers, float)
 
 
 # Bytes of one float8 element (E4M3 / E5M2): what a float8 TP all-gather moves per element.
@@ -221,15 +222,18 @@ def tp_gather_share(fp8: Any, fp8_tp_gather: Any, act_bytes: Any) -> Any:
 
 
 def tp_comm_s(act_bytes_per_layer: Any, tp: Any, n_collectives: Any, layers: Any,
-              microbatches: Any, bw: Any, alpha: Any, gather_share: Any = 1.0) -> Any:
+              microbatches: Any, bw: Any, alpha: Any, gather_share: Any = 1.0,
+              regathers: Any = 0.0) -> Any:
     """Tensor-parallel time per step per GPU: n all-reduces of the (mb x s x h) activation per
     layer, for every layer of the stage and every micro-batch. Each is a reduce-scatter plus
     an all-gather (the ring all-reduce, exactly); the all-gather moves `gather_share` of the
     bytes (1/2 where it runs in float8 and the reduce-scatter in 16 bits: torchao's
-    Float8ColwiseParallel / Float8RowwiseParallel / PrepareFloat8ModuleInput)."""
-    one = (reduce_scatter_s(act_bytes_per_layer, tp, bw, alpha)
-           + all_gather_s(np.asarray(act_bytes_per_layer) * gather_share, tp, bw, alpha))
-    return one * n_collectives * layers * microbatches
+    Float8ColwiseParallel / Float8RowwiseParallel / PrepareFloat8ModuleInput). `regathers`
+    all-reduce equivalents are all-gathers only (2 per equivalent, at `gather_share`): those a
+    backward repeats (`recompute.tp_gathers_repeated`)."""
+    gather = all_gather_s(np.asarray(act_bytes_per_layer) * gather_share, tp, bw, alpha)
+    one = reduce_scatter_s(act_bytes_per_layer, tp, bw, alpha) + gather
+    return (one * n_collectives + 2.0 * gather * regathers) * layers * microbatches
 
 
 def pp_comm_s(boundary_bytes: Any, pp: Any, vpp: Any, microbatches: Any, bw: Any,

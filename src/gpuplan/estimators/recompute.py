@@ -69,13 +69,14 @@ from ..spec import (
     R_MODULES,
     R_OP,
     RECOMPUTE_MODULES,
+    TORCHTITAN,
     ModelSpec,
 )
 
 __all__ = ["ACT_OFFLOAD_RESIDENT", "OFFLOAD_OVERLAP", "bit", "full_share", "host_traffic",
            "mla_up_fwd_flops", "module_bits", "op_saved_widths", "op_recompute_fwd_flops",
            "offload_bits", "offload_share", "offloaded_activations", "offloaded_layers_bytes",
-           "stored_bytes", "transient_bytes"]
+           "stored_bytes", "tp_gathers_repeated", "transient_bytes"]
 
 # Activation offload keeps the layer being computed and the one whose transfer is in flight
 # on the GPU (Megatron-LM's cpu_offloading double buffer; our reading, an assumption).
@@ -179,6 +180,17 @@ def mla_up_fwd_flops(model: ModelSpec) -> float:
 
 def is_op(recompute: Any) -> Any:
     return np.asarray(recompute) == R_OP
+
+
+def tp_gathers_repeated(recompute: Any, stack: Any) -> Any:
+    """Tensor-parallel all-reduce equivalents per layer and micro-batch that the backward
+    repeats because the stack keeps no sequence-parallel all-gather's output: 1.0 (the layer's
+    2 all-gathers, each half a ring all-reduce) under torchtitan's per-op SAC, whose save list
+    (torchtitan 820504e, models/llama3/parallelize_llama.py `_save_list`) holds mm, SDPA,
+    reduce_scatter_tensor and max but no all_gather (torchtitan's TP always runs sequence
+    parallel; `op_bytes` keeps only the sharded layer input); else 0.0. Python ints give a
+    float, arrays an array. Megatron-Core's re-gather is not counted (docs/calibration.md)."""
+    return ((stack == TORCHTITAN) & (recompute == R_OP)) * 1.0
 
 
 def stored_bytes(acts: Any, rc: Any, modules: Any = 1, every: Any = 1,

@@ -22,9 +22,8 @@ DualPipe and under 1F1B with Megatron-Core's all-to-all overlap (schedule 1f1b-a
 comm.EP_OVERLAP_A2A); across scale-up domains the deduplicated dispatch is also bounded by
 its internode pipeline (comm.a2a_logical_copies at the fabric's moe_dispatch_logical_share of
 the line rate, Hardware.scale_out_dispatch_share). The scale-out link runs at
-comm.NET_EFFICIENCY of the NIC; the DP
-reduction (in buckets) hides only behind the last micro-batch's backward
-(`_data_parallel_comm`); overhead_s adds the per-step scalar syncs (`_step_sync_s`).
+comm.NET_EFFICIENCY of the NIC; the DP reduction (in buckets) hides only behind the last
+micro-batch's backward (`_data_parallel_comm`); overhead_s adds the step's syncs (`_step_sync_s`).
 `timing_one.step_time_one` evaluates the same model for one configuration in Python floats.
 Every per-step part is that of the slowest pipeline stage (`slowest_stage`: the most decoder
 layers, the last stage's LM head counted), so uneven stages (`shapes.stage_layers`) slow the
@@ -69,7 +68,7 @@ from .compute import (
     matmul_efficiency,
     memory_bound_time,
 )
-from .recompute import OFFLOAD_OVERLAP, full_share, module_bits
+from .recompute import OFFLOAD_OVERLAP, full_share, module_bits, tp_gathers_repeated
 from .shapes import (
     StageParams,
     act_element_bytes,
@@ -182,6 +181,7 @@ class _Ctx(LayoutArrays):
     logical: Any  # the flex dispatch's internode pipeline rate per GPU (inf = no bound)
     schedule: Any  # code into spec.SCHEDULES
     dedup: Any  # deduplicated MoE dispatch (spec.moe_dedup)
+    rg: Any  # TP all-gathers the backward repeats (recompute.tp_gathers_repeated)
 
     @cached_property
     def full(self) -> Any:
@@ -194,9 +194,9 @@ class _Ctx(LayoutArrays):
 
 def _context(layout: Layout, hw: Hardware) -> _Ctx:
     f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
-    prec = np.asarray(layout.precision)
-    return _Ctx(**LayoutArrays.read(layout, float),
-                rc=np.asarray(layout.recompute), prec=prec,
+    prec, rc = np.asarray(layout.precision), np.asarray(layout.recompute)
+    stack = np.asarray(getattr(layout, "stack", 0))
+    return _Ctx(**LayoutArrays.read(layout, float), rc=rc, prec=prec,
                 m=np.asarray(layout.microbatches, dtype=float),
                 act_bytes=act_element_bytes(prec),  # FP8 recipes keep 16-bit activations
                 peak=peak_at(hw, prec), peak16=_peak16(hw, prec), domain=f(hw.scale_up_domain),
@@ -207,8 +207,8 @@ def _context(layout: Layout, hw: Hardware) -> _Ctx:
                 logical=comm.dispatch_logical_bw(f(hw.scale_out_bytes_per_s),
                                                  getattr(hw, "scale_out_dispatch_share", np.nan)),
                 schedule=np.asarray(getattr(layout, "schedule", 0)),
-                dedup=moe_dedup(np.asarray(getattr(layout, "moe_dispatcher", 0)),
-                                np.asarray(getattr(layout, "stack", 0))))
+                dedup=moe_dedup(np.asarray(getattr(layout, "moe_dispatcher", 0)), stack),
+                rg=tp_gathers_repeated(rc, stack))
 
 
 def slowest_stage(model: ModelSpec, c: _Ctx, layer_flops: Any, head_flops: Any
@@ -302,7 +302,7 @@ def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any, eff: Efficie
                                         precision=c.prec)
     bw, a = c.link(c.tp)
     tp = comm.tp_comm_s(act_layer, c.tp, comm.tp_layer_collectives(c.full), lps, c.m, bw, a,
-                        comm.tp_gather_share(c.prec == FP8, eff.fp8_tp_gather, c.act_bytes))
+                        comm.tp_gather_share(c.prec == FP8, eff.fp8_tp_gather, c.act_bytes), c.rg)
     # TP overlap (userbuffers) only inside the scale-up domain; across it, none hidden.
     tp_overlap = np.where(c.tp <= c.domain, eff.tp_overlap, comm.TP_CROSS_NODE_OVERLAP)
 

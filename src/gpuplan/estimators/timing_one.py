@@ -37,7 +37,7 @@ from .compute import (
     Efficiency,
     attention_exp_factor,
 )
-from .recompute import OFFLOAD_OVERLAP
+from .recompute import OFFLOAD_OVERLAP, tp_gathers_repeated
 from .shapes_one import div, mn, mx
 from .timing import TimingBreakdown, step_time
 
@@ -153,6 +153,7 @@ def _read(layout: Any, hw: Any) -> dict[str, Any]:
     c["logical"] = INF if share != share else share * c["out"]  # comm.dispatch_logical_bw
     c["out"] = c["out"] * comm.NET_EFFICIENCY
     c["full"] = s1.full_share(c["rc"], c["rk"])
+    c["regathers"] = tp_gathers_repeated(c["rc"], c["stack"])
     return c
 
 
@@ -266,8 +267,8 @@ def _model_parallel(model: ModelSpec, c: dict[str, Any], p: dict[str, Any],
     act = c["act"] * tpr * model.hidden
     bw, a = _link(c, c["tp"])
     g = comm.FP8_ELEMENT_BYTES / c["act"] if c["prec"] == FP8 and fp8_tp_gather > 0 else 1.0
-    tp = ((s1.rs(act, c["tp"], bw, a) + s1.rs(act * g, c["tp"], bw, a))
-          * (4.0 + 2.0 * c["full"]) * lps * c["m"])
+    tp = ((s1.rs(act, c["tp"], bw, a) + s1.rs(act * g, c["tp"], bw, a)) * (4.0 + 2.0 * c["full"])
+          + 2.0 * s1.rs(act * g, c["tp"], bw, a) * c["regathers"]) * lps * c["m"]
     tp_ov = tp_overlap if c["tp"] <= c["domain"] else comm.TP_CROSS_NODE_OVERLAP
     bw, a = _link(c, c["tp"] * c["cp"])
     kv = tpr * 2.0 * (model.d_head * max(model.kv_heads / c["tp"], 1.0)) * c["act"]
