@@ -23,6 +23,7 @@ from gpuplan.estimators.timing_one import step_time_one
 from gpuplan.spec import (
     BF16,
     DEEPSPEED,
+    FP8,
     FSDP_STACK,
     MEGATRON,
     NEMO,
@@ -118,3 +119,22 @@ def test_repeated_gathers_add_a_quarter_and_never_speed_a_step(tp, m, rc, overla
     # enter through Efficiency, set alike here), so only the TP count differs
     assert float(step_time(LLAMA8B, lay_tt, HW, eff).step_s) \
         >= float(step_time(LLAMA8B, lay_mg, HW, eff).step_s) * (1 - 1e-12)
+
+
+def test_float8_gathers_are_repeated_in_float8():
+    """Under torchtitan FP8 with float8 TP gathers (torchao casts before the all-gather), the
+    repeated gathers move 1 byte per element like the first ones: 4 reduce-scatters of the
+    BF16 activation + 4 all-gathers and 2 repeated all-gathers of its float8 copy per layer."""
+    eff = Efficiency(matmul_max=0.6, half_dim=0.0, fp8_ratio=1.0, memory_fraction=0.7,
+                     layer_overhead_s=1.5e-4, tp_overlap=0.0, fp8_tp_gather=1.0)
+    lay = Layout(tp=8, dp=8, zero=3, micro_batch=12, global_batch=96, seq_len=8192,
+                 recompute=R_OP, precision=FP8, stack=TORCHTITAN)
+    elems, tp = 12 * 8192 * 4096, 8
+
+    def half(nbytes: float) -> float:  # (n-1)/n x bytes / bw + (n-1) alpha, written out
+        return (tp - 1) / tp * nbytes / BW + (tp - 1) * ALPHA
+
+    want = (4 * half(2 * elems) + 6 * half(1 * elems)) * 32
+    vec, one = step_time(LLAMA8B, lay, HW, eff), step_time_one(LLAMA8B, lay, HW, eff)
+    assert float(vec.tp_comm_s) == pytest.approx(want, rel=1e-12)  # float rounding
+    assert math.isclose(float(one.tp_comm_s), float(vec.tp_comm_s), rel_tol=1e-9)
