@@ -128,7 +128,9 @@ def test_the_options_reach_estimate_and_cost_time(cat):
     plain = api.estimate(recompute_modules="layernorm,moe_act", **kw)
     ds = api.estimate(recompute_modules="layernorm,moe_act,mla_up_proj", moments_dtype="bf16",
                       activation_cache="fp8", ema="host", **kw)
-    assert ds.fits and not plain.fits
+    # the options save 38 GiB; with the measured caching allocator margin (0.14) the published
+    # layout is still predicted over the H800 (tests/test_memory_stack_physics.py)
+    assert not plain.fits and ds.memory_gib.total < plain.memory_gib.total - 30
     assert ds.memory_gib.optimizer == pytest.approx(plain.memory_gib.optimizer * 8 / 12,
                                                     rel=1e-9)
     assert (ds.layout.moments_dtype, ds.layout.activation_cache, ds.layout.ema,
@@ -157,8 +159,8 @@ def test_cli_flags(run_json):
                  "--seq-len", "4096", "--precision", "fp8", "--schedule", "dualpipe",
                  "--recompute-modules", "layernorm,moe_act,mla_up_proj",
                  "--moments-dtype", "bf16", "--activation-cache", "fp8", "--ema", "host")
-    assert r["fits"] and r["layout"]["ema"] == "host"
-    assert r["memory_gib"]["total"] == pytest.approx(78.70, abs=0.5)
+    assert r["layout"]["ema"] == "host"
+    assert r["memory_gib"]["total"] == pytest.approx(81.50, abs=0.5)
 
 
 def test_no_options_no_change(cat, stacks):

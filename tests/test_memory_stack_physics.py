@@ -161,12 +161,13 @@ def test_nvidia_llama31_405b_recipe_fits():
                        tp=8, pp=8, vpp=8, cp=2, dp=8, zero=1, micro_batch=1, global_batch=1536,
                        seq_len=8192, precision=FP8, recompute=R_NONE, stack=NEMO)
     assert total <= cap
-    # and with the recipes' default fp32 gradient buffer it still fits
+    # the recipes' default fp32 gradient buffer needs more; with the caching allocator margin
+    # measured from published logs (0.14, docs/calibration.md) it would no longer fit (81.0 GiB)
     total32, _ = _fits("llama3-405b", 1024,
                        lambda cat: buffers.from_table(cat.table("memory")),
                        tp=8, pp=8, vpp=8, cp=2, dp=8, zero=1, micro_batch=1, global_batch=1536,
                        seq_len=8192, precision=FP8, recompute=R_NONE, stack=NEMO)
-    assert total < total32 <= cap
+    assert total < total32
 
 
 DEEPSEEK_MODS = ("layernorm", "moe_act", "mla_up_proj")
@@ -191,32 +192,42 @@ def _deepseek(mods=DEEPSEEK_MODS, moments="bf16", cache="fp8", ema="host"):
                  schedule=S_DUALPIPE)
 
 
-def test_deepseek_v3_published_layout_fits():
-    """It trained, so it must fit: 78.7 GiB of the H800's 79.65 (1.0 GiB, 1.2%, to spare).
-    It came out at 138, then 107 GiB before the options below existed (134.5 GiB with MLA's
-    own activation widths and moe_act dropping the SwiGLU output alone, #11)."""
+def test_deepseek_v3_published_layout_figure():
+    """81.5 GiB of the H800's 79.65 with the caching allocator margin measured from published
+    logs (0.14, docs/calibration.md 'Allocator margin from published reserved/allocated logs');
+    78.7 GiB (1.0 GiB to spare) with the 0.10 judgement before it. It came out at 138, then 107
+    GiB before the options below existed (134.5 GiB with MLA's own activation widths and moe_act
+    dropping the SwiGLU output alone, #11)."""
     total, cap = _deepseek()
-    assert total <= cap
     # the figure the docstring states, within 0.5 GiB: a change of the model that moves it
     # must say so here (and in docs)
-    assert total == pytest.approx(78.70, abs=0.5)
+    assert total == pytest.approx(81.50, abs=0.5)
+
+
+@pytest.mark.xfail(strict=True, reason="DeepSeek-V3's published layout trained, so it must fit; "
+                   "with the measured caching allocator margin (0.14) it is predicted at 81.5 "
+                   "GiB of 79.65 (78.7 with the 0.10 judgement)")
+def test_deepseek_v3_published_layout_fits():
+    """It trained, so it must fit (#11 done-when)."""
+    total, cap = _deepseek()
+    assert total <= cap
 
 
 def test_deepseek_v3_each_saving():
     """What each option saves on the published layout, GiB (all others on; allocator margin
-    included): mla_up_proj 36.8 (Q, K, V of every MLA layer, 128 heads x (192 + 192 + 128)
-    16-bit values per token), the FP8 activation cache 17.5 (MoE SwiGLU inputs 2 x 2048 x 9
-    experts at 1 B not 2, the attention output at 1.5 B without flash's own 16-bit copy), BF16
-    moments 1.47 (4 of AdamW's 12 B per parameter of the ZeRO-1 shard), the EMA in host memory
-    1.47 against an EMA on the GPU (nothing against no EMA). Tolerance 0.05 GiB: the figures
-    are rounded to 0.01 GiB or better here."""
+    included, 0.14 of the tensors): mla_up_proj 38.2 (Q, K, V of every MLA layer, 128 heads x
+    (192 + 192 + 128) 16-bit values per token), the FP8 activation cache 18.2 (MoE SwiGLU inputs
+    2 x 2048 x 9 experts at 1 B not 2, the attention output at 1.5 B without flash's own 16-bit
+    copy), BF16 moments 1.53 (4 of AdamW's 12 B per parameter of the ZeRO-1 shard), the EMA in
+    host memory 1.53 against an EMA on the GPU (nothing against no EMA). Tolerance 0.05 GiB: the
+    figures are rounded to 0.01 GiB or better here."""
     total, _ = _deepseek()
     saved = {"mla_up_proj": _deepseek(mods=("layernorm", "moe_act"))[0] - total,
              "fp8 cache": _deepseek(cache="stack")[0] - total,
              "bf16 moments": _deepseek(moments="fp32")[0] - total,
              "ema host vs gpu": _deepseek(ema="gpu")[0] - total,
              "ema host vs none": _deepseek(ema="none")[0] - total}
-    want = {"mla_up_proj": 36.81, "fp8 cache": 17.53, "bf16 moments": 1.47,
-            "ema host vs gpu": 1.47, "ema host vs none": 0.0}
+    want = {"mla_up_proj": 38.15, "fp8 cache": 18.17, "bf16 moments": 1.53,
+            "ema host vs gpu": 1.53, "ema host vs none": 0.0}
     for k, v in want.items():
         assert saved[k] == pytest.approx(v, abs=0.05), k

@@ -80,13 +80,14 @@ def test_the_count_is_per_pipeline_stage(cat):
 
 
 def test_the_recipes_fit_better_and_the_estimate_says_so(cat):
-    """The 70B GB200 recipe (40 of 80 layers) predicts 360.2 GiB per GPU with every activation
-    on the GPU and 200.5 GiB with its offload (to 0.05 GiB, the printed rounding); the step
+    """The 70B GB200 recipe (40 of 80 layers) predicts 373.2 GiB per GPU with every activation
+    on the GPU and 207.8 GiB with its offload (to 0.05 GiB, the printed rounding; caching
+    allocator margin 0.14, docs/calibration.md); the step
     time is not shorter than without offload; the text and the JSON layout echo name it."""
     none = api.estimate(catalog=cat, **RUN)
     part = api.estimate(catalog=cat, offload="activations", offload_layers=40, **RUN)
-    assert none.memory_gib.total == pytest.approx(360.19, abs=0.05)
-    assert part.memory_gib.total == pytest.approx(200.52, abs=0.05)
+    assert none.memory_gib.total == pytest.approx(373.24, abs=0.05)
+    assert part.memory_gib.total == pytest.approx(207.76, abs=0.05)
     assert part.step_time_s >= none.step_time_s
     assert part.layout.offload_layers == 40
 

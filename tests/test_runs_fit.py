@@ -51,17 +51,35 @@ from gpuplan.validation import load_runs, run_spec, validate_runs
 # 0.29, full recompute + ZeRO + offload workloads) were tried and not adopted (memory median
 # 6.6% -> 34.6%); with them these runs would need about 218 and 279 GiB.
 # Published pretraining logs that print both peaks (data/allocator_logs.csv, docs/calibration.md
-# 'Allocator margin from published reserved/allocated logs') give 5 runs, median 0.13: short of
-# that rule's quorum, so the judgement stays.
+# 'Allocator margin from published reserved/allocated logs') give 12 caching runs from 8 sources,
+# median 0.14: that rule's quorum, so the caching margin is 0.14 (was the 0.10 judgement;
+# expandable stays 0.10). With it the caching runs grow by 4% of their tensors: the GB200 70B run
+# 190.8 -> 197.7 GiB, and nine current runs that fitted with 0.10 are over by 0.01-5.9 GiB (the
+# last nine below; the rule's adoption test is the memory dataset's median, 6.6% -> 5.9%).
 NOT_FIT = {
     "mbridge2606-gb200-llama31-405b-256-fp8": "186.4 / 185.0 GiB, recorded (no recompute, no "
     "offload, bf16 grad reduce, TE in-place loss on the last stage only, FP8 current scaling: "
     "no FP8 transpose on Blackwell): the memory model over-predicts by >= 0.8% with every "
     "setting stated",
-    "mbridge2604.01-gb200-llama3-70b-64-fp8": "190.8 / 185.0 GiB, recorded (activation offload "
+    "mbridge2604.01-gb200-llama3-70b-64-fp8": "197.7 / 185.0 GiB, recorded (activation offload "
     "of 40 of 80 layers, no recompute, bf16 grad reduce, Megatron FSDP, TE in-place loss, FP8 "
-    "current scaling: no FP8 transpose on Blackwell): the memory model over-predicts by >= 3.1% "
+    "current scaling: no FP8 transpose on Blackwell): the memory model over-predicts by >= 6.9% "
     "with every setting stated",
+    # over only by the caching margin measured from published logs (0.14; fitted with 0.10)
+    "llmfoundry-mpt3b-8xa100-80gb-bf16-s8192": "81.9 / 80.0 GiB, recorded (fused loss; 79.1 "
+    "with 0.10)",
+    "llmfoundry-mpt3b-8xh100-sxm-bf16-s8192": "81.9 / 79.65 GiB, recorded (79.1 with 0.10)",
+    "llmfoundry-mpt3b-8xh100-sxm-fp8-s8192": "81.9 / 79.65 GiB, recorded (79.1 with 0.10)",
+    "llmfoundry-mpt30b-8xh100-sxm-bf16-s8192": "79.66 / 79.65 GiB, default settings (76.9 "
+    "with 0.10)",
+    "nemo2412-h100-gpt3-175b-512-fp8": "81.3 / 79.65 GiB, default settings (78.5 with 0.10)",
+    "mbridge2604.01-h100-llama3-70b-64-fp8": "80.7 / 79.65 GiB, default settings (77.9 with "
+    "0.10)",
+    "mbridge2604.01-gb300-llama3-70b-64-fp8": "280.4 / 277.55 GiB, recorded (activation offload "
+    "of 20 of 80 layers; 270.65 with 0.10)",
+    "mbridge2604.01-gb300-llama3-70b-64-mxfp8": "283.4 / 277.55 GiB, recorded (273.5 with 0.10)",
+    "mbridge2509-gb200-llama31-405b-128-mxfp8": "191.0 / 185.0 GiB, caching recorded (25.09 perf "
+    "scripts set expandable segments for current-scaling FP8 only; 184.4 with 0.10)",
 }
 # Before the memory settings were recorded (defaults: no recompute, the stack's fp32 gradient
 # reduction and fp32 moments) 18 of the 104 current known runs were predicted not to fit.
@@ -89,7 +107,7 @@ def test_recorded_current_runs_fit_except_the_named_gaps(results):
     assert len(recorded) >= 11 and all(r.memory.fits for r in recorded)
 
 
-@pytest.mark.xfail(strict=True, reason="2 of the 117 current known runs that ran are predicted "
+@pytest.mark.xfail(strict=True, reason="11 of the 117 current known runs that ran are predicted "
                    "not to fit: " + "; ".join(f"{k}: {v}" for k, v in NOT_FIT.items()))
 def test_every_current_known_run_fits(results):
     """#11 done-when: no run recorded as having run is predicted not to fit."""
@@ -98,9 +116,10 @@ def test_every_current_known_run_fits(results):
 
 def test_partial_activation_offload_runs(results):
     """The 12 runs (every release) whose recipes offload the activations of some layers
-    (offload 'activations:N'): the 405B one (95 of 126 layers) and the GB300 70B ones (20 of
-    80) fit, with their memory per GPU to 0.05 GiB (the printed rounding); the GB200 70B ones
-    (40 of 80) are still over by the NOT_FIT figure, and by 199.4 GiB in 25.09, whose perf
+    (offload 'activations:N'): the 405B one (95 of 126 layers, expandable segments) fits, with
+    their memory per GPU to 0.05 GiB (the printed rounding); with the measured caching margin
+    (0.14) the GB300 70B ones (20 of 80) are over by 2.9-4.0 GiB and the GB200 70B ones (40 of
+    80) by the NOT_FIT figure, and by 206.6 GiB in 25.09, whose perf
     scripts kept Megatron-Core's native loss (fp32 log-softmax) rather than TE's in-place one.
     Rows whose notes state FP8 current scaling alone keep no FP8 transpose on Blackwell; the
     25.11 rows' table names "FP8 current scaling / MXFP8 on Blackwell" and keeps it."""
@@ -108,11 +127,11 @@ def test_partial_activation_offload_runs(results):
     part = [r for r in results if rows[r.id]["offload"].startswith("activations:")]
     assert len(part) == 12
     want = {("activations:95", True, "tensor"): (123.3, True),
-            ("activations:40", False, "tensor"): (199.4, False),
-            ("activations:40", True, "tensor"): (190.8, False),
-            ("activations:40", True, None): (191.9, False),
-            ("activations:20", True, "tensor"): (270.65, True),
-            ("activations:20", True, None): (271.7, True)}
+            ("activations:40", False, "tensor"): (206.62, False),
+            ("activations:40", True, "tensor"): (197.70, False),
+            ("activations:40", True, None): (198.83, False),
+            ("activations:20", True, "tensor"): (280.44, False),
+            ("activations:20", True, None): (281.57, False)}
     for r in part:
         te_loss = rows[r.id]["release"] >= "25.11"  # LOSS_SOURCES: Megatron-Bridge >= 25.11
         offload = rows[r.id]["offload"]
@@ -146,7 +165,8 @@ def test_fit_is_the_estimates_fit(cat, results):
 def test_the_sources_loss_is_the_estimators(cat, results):
     """The MPT-3B run is `gpuplan estimate`'s layout with llm-foundry's fused cross-entropy
     (StackBuffers.with_compiled_loss: bf16 logits and gradient, no fp32 log-softmax or copy):
-    under the fsdp stack's own loss it would not fit (86.7 GiB, the estimate's)."""
+    under the fsdp stack's own loss it would not fit by more (the estimate's figure); with the
+    measured caching margin (0.14) it is over by 2.2 GiB even with the fused loss (NOT_FIT)."""
     by_id = {r.id: r for r in results}
     mpt = by_id["llmfoundry-mpt3b-8xh100-sxm-bf16-s8192"].memory
     rs = run_spec(cat, next(r for r in load_runs() if r["id"] == "llmfoundry-mpt3b-8xh100-sxm-"
@@ -156,11 +176,11 @@ def test_the_sources_loss_is_the_estimators(cat, results):
     fused = replace(site, stack_buffers=(site.stack_buffers or LEGACY).with_compiled_loss())
     mem = memory_per_gpu(rs.model, rs.layout, fused)
     assert mpt.memory_gib == pytest.approx(float(np.ravel(mem.total)[0]) / GiB, rel=1e-9)
-    assert mpt.fits is True and mpt.memory_gib == pytest.approx(79.06, abs=0.005)
+    assert mpt.fits is False and mpt.memory_gib == pytest.approx(81.88, abs=0.005)
     e = api.estimate(gpu="h100-sxm", layers=32, hidden=2560, heads=20, vocab=50368, gpus=8,
                      zero=3, micro_batch=3, global_batch=144, seq_len=8192, stack="fsdp",
                      tied_embeddings=True, catalog=cat)
-    assert e.fits is False and e.memory_gib.total == pytest.approx(86.67, abs=0.005)
+    assert e.fits is False and e.memory_gib.total == pytest.approx(89.77, abs=0.005)
     # the Megatron-Bridge perf scripts: TE's in-place loss from 25.11 (v0.2.0), not in 25.09
     rows = {r["id"]: r for r in load_runs()}
     assert loss_option(rows["mbridge2604.01-gb200-llama3-70b-64-fp8"]) == "inplace"
@@ -216,4 +236,4 @@ def test_validate_reports_the_fit_count(results, capsys):
     assert main(["validate"]) == 0
     text = capsys.readouterr().out
     assert f"memory: {mf['fit']} of {mf['n']} known runs (newest release) predicted to fit" in text
-    assert "mbridge2604.01-gb200-llama3-70b-64-fp8: 190.8 / 185.0" in text
+    assert "mbridge2604.01-gb200-llama3-70b-64-fp8: 197.7 / 185.0" in text
