@@ -10,6 +10,7 @@ import pytest
 from mirror_cases import same, stages, tuned
 
 from gpuplan.catalog import load_catalog
+from gpuplan.estimators.buffers import from_table
 from gpuplan.estimators.timing import TimingBreakdown, step_time
 from gpuplan.estimators.timing_one import mirrors, step_time_one
 from gpuplan.search.hardware import efficiency_for, hardware_table
@@ -57,14 +58,16 @@ def _random_case(cat, rng):
 def test_fast_path_equals_the_vectorized_model_on_random_configurations(cat):
     rng = np.random.default_rng(12)
     dispatches = set()
+    sb = from_table(cat.extra["memory"])  # FP8 primary weights under nemo (#12)
     for _ in range(600):
         model, lay, hw, eff, traffic = _random_case(cat, rng)
+        stacks = (None, sb, sb.with_fp8_transpose(False))[int(rng.integers(0, 3))]
         assert mirrors(model, lay, hw, eff, traffic)
         if model.is_moe and lay.ep > 1:
             dispatches.add(bool(moe_dedup(lay.moe_dispatcher, lay.stack)))
         with np.errstate(all="ignore"):
-            vec = step_time(model, lay, hw, eff, traffic)
-        one = step_time_one(model, lay, hw, eff, traffic)
+            vec = step_time(model, lay, hw, eff, traffic, stacks)
+        one = step_time_one(model, lay, hw, eff, traffic, stacks)
         for f in fields(TimingBreakdown):
             v, o = np.asarray(getattr(vec, f.name)).reshape(-1)[0], getattr(one, f.name)
             assert same(o, v), (f.name, o, v, model.id, lay)

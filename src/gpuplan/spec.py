@@ -451,6 +451,9 @@ class Hardware:
     exp_per_s: Any = float("inf")
     # The scale-out fabric's `moe_dispatch_logical_share` (nan = none measured: no bound).
     scale_out_dispatch_share: Any = float("nan")
+    # Accelerator.fp8_gemm_any_layout (1.0 / 0.0): with the FP8 recipe, which parameter
+    # gathers move FP8 (estimators/buffers.py fp8_param_gathers)
+    fp8_gemm_any_layout: Any = 0.0
 
 
 def _bitmask(value: Any, names: tuple[str, ...], what: str, hint: str) -> int:

@@ -29,7 +29,7 @@ import numpy as np
 from .calibrate.memory_fit import MemoryFit, layout_fields, memory_options, run_fit
 from .calibrate.memory_fit import int_field as _int
 from .calibrate.releases import newest_runs, source_group
-from .calibrate.time_fields import power_limit, time_fields
+from .calibrate.time_fields import power_limit, run_stacks, time_fields
 from .catalog import Catalog, read_package_csv
 from .errors import CatalogError, GpuplanError
 from .estimators.compute import Efficiency, flops_per_token
@@ -207,7 +207,7 @@ def published_value(rs: RunSpec) -> tuple[str, float]:
 def predict(cat: Catalog, rs: RunSpec, eff: Efficiency | None = None) -> tuple[Any, Any]:
     """Predicted value of the compared metric (array over eff's shape) and the breakdown."""
     eff = eff if eff is not None else efficiency_for(cat, [rs.family], rs.stack)
-    t = step_time(rs.model, rs.layout, _hardware(cat, rs), eff)
+    t = step_time(rs.model, rs.layout, _hardware(cat, rs), eff, stacks=run_stacks(cat, rs.row))
     metric, _ = published_value(rs)
     if metric == "step_time_s":
         return t.step_s, t

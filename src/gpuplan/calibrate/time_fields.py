@@ -3,16 +3,20 @@
 --overlap-moe-expert-parallel-comm) and the MoE token dispatcher (`moe_dispatcher`: empty = auto,
 the stack's; flex or alltoall as the recipe sets --moe-token-dispatcher-type); and the power
 limit the GPUs ran at (`power_limit_watts`: empty = the catalog part's TDP), applied with the
-family's published perf-vs-power exponent (search.power)."""
+family's published perf-vs-power exponent (search.power); and the stacks' buffers its time is
+predicted with (`run_stacks`: the FP8 recipe its notes state)."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
+from ..catalog import Catalog
 from ..errors import CatalogError
+from ..estimators.buffers import fp8_transpose_kept, from_table
 from ..search.power import power_limited
 from ..spec import MOE_DISPATCHERS, SCHEDULES, Accelerator, code
+from .memory_fit import fp8_recipe
 
 
 def time_fields(row: dict[str, str]) -> dict[str, int]:
@@ -45,3 +49,17 @@ def _watts(row: dict[str, str], text: str, gpu: Accelerator) -> float:
             f"number of watts above 0 and at most {gpu.id}'s TDP ({gpu.tdp_watts:g} W), or "
             f"empty for the TDP; got '{text}'")
     return watts
+
+
+def run_stacks(cat: Catalog, row: dict[str, str]) -> Any:
+    """The stacks' buffers (data/memory.toml [memory.STACK], as the memory model reads them) a
+    run's time is predicted with: the FP8 recipe its notes state (`memory_fit.fp8_recipe`;
+    none stated: the planner's 'auto') sets which parameter gathers move FP8
+    (estimators/buffers.py fp8_param_gathers)."""
+    rows = cat.extra.get("memory")
+    sb = from_table(rows) if rows else None
+    recipe = fp8_recipe(row)
+    if sb is None or recipe is None:
+        return sb
+    return sb.with_fp8_transpose(fp8_transpose_kept(
+        recipe, cat.accelerator(row["gpu"]).fp8_gemm_any_layout))

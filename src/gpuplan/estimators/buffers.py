@@ -251,6 +251,28 @@ def fp8_transpose_kept(recipe: str, any_layout: bool) -> bool:
     return not (recipe == "tensor" and any_layout)
 
 
+def fp8_param_gathers(fp8: Any, primary: Any, transpose: Any, any_layout: Any
+                      ) -> tuple[Any, Any]:
+    """(the distributed optimizer's parameter all-gather, ZeRO-3's per-layer gathers) move FP8
+    data, 1 B per parameter: where the run is FP8 and the stack keeps FP8 primary weights
+    (`fp8_primary_weights`, Megatron-Core fp8_param_gather; the memory model's FP8 weights).
+    Megatron-LM (NVIDIA/Megatron-LM @ d98e8a6, megatron/core/distributed/
+    param_and_grad_buffer.py group_params_for_buffers: "param_dtype: storage dtype (torch.uint8
+    for FP8/NVFP4 parameters)") gathers per-tensor-scaled FP8 parameters as uint8; MXFP8
+    parameters it gathers in BF16 under the distributed optimizer ("For MXFP8 param: Create a
+    shared buffer for param AG and grad RS ... store params in bf16", re-quantized after the
+    gather, optimizer/distrib_optimizer.py _copy_main_params_to_param_buffer), and as 1-B
+    row-wise data (forward) and column-wise data (backward) under Megatron FSDP
+    (megatron_fsdp/param_and_grad_buffer.py: the model weight buffer is uint8 for float8
+    groups, a transpose buffer for MXFP8; its E8M0 scales, 1 B per 32 elements, not counted).
+    MXFP8 is taken to be the recipe where the transpose is kept (`transpose`, i.e. not
+    --fp8-recipe tensor) on an accelerator whose FP8 GEMMs take any layout (`any_layout`:
+    Blackwell, where the planner's 'auto' recipe is MXFP8; `fp8_transpose_kept`)."""
+    on = np.asarray(fp8) & np.asarray(primary, dtype=bool)
+    mxfp8 = np.asarray(transpose, dtype=bool) & np.asarray(any_layout, dtype=bool)
+    return on & ~mxfp8, on
+
+
 def fp8_copy_bytes(sb: dict[str, Any]) -> Any:
     """Bytes per parameter of the stack's FP8 weight copies (`fp8_weight_bytes`: the FP8 weight,
     1 B, and its transpose, the rest), without the transpose where the run keeps none

@@ -403,7 +403,8 @@ def exposed(total_s: Any, hideable_s: Any, overlap: Any) -> Any:
 # Gradients are reduced in 16 bits: Megatron Core's DistributedDataParallelConfig defaults to
 # grad_reduce_in_fp32 = False, and PyTorch FSDP MixedPrecision(reduce_dtype=bf16) is the usual
 # recipe (Llama 3 reduces in FP32 instead, arXiv 2407.21783 section 3.3.4: 2x the DP bytes).
-# Parameters are all-gathered in 16 bits.
+# Parameters are all-gathered in 16 bits, or in FP8 where the stack keeps FP8 primary weights
+# (estimators/dp_comm.py `param_gather_bytes`: FP8_ELEMENT_BYTES).
 GRAD_REDUCE_BYTES = 2.0
 PARAM_GATHER_BYTES = 2.0
 
@@ -431,17 +432,17 @@ def dp_cp_group(tp: Any, dp: Any, cp: Any, domain: Any) -> tuple[Any, Any]:
 
 
 def dp_sync_parts_s(params: Any, dp: Any, zero: Any, n_inner: Any, bw_inner: Any,
-                    a_inner: Any, bw_outer: Any, a_outer: Any, buckets: Any = 1.0
-                    ) -> tuple[Any, Any]:
+                    a_inner: Any, bw_outer: Any, a_outer: Any, buckets: Any = 1.0,
+                    gather_bytes: Any = PARAM_GATHER_BYTES) -> tuple[Any, Any]:
     """Once per step, (gradient reduction, parameter all-gather) seconds: ZeRO-0 all-reduces
-    the gradients; ZeRO-1/2/3 reduce-scatter them and (1/2) all-gather the updated 16-bit
-    parameters (Rajbhandari et al. 2020, arXiv 1910.02054, section 7: same volume as one
-    all-reduce). In `buckets` buckets, each its own collective: the bandwidth term is the
-    same, the latency terms count once per bucket (b x f(bytes / b) for an alpha-beta f)."""
+    the gradients; ZeRO-1/2/3 reduce-scatter them and (1/2) all-gather the updated parameters,
+    `gather_bytes` each (Rajbhandari et al. 2020, arXiv 1910.02054, section 7: in 16 bits,
+    the same volume as one all-reduce). In `buckets` buckets, each its own collective: the
+    bandwidth term is the same, the latency terms count once per bucket (b x f(bytes / b))."""
     z = np.asarray(zero)
     b = np.asarray(buckets, dtype=float)
     grads = np.asarray(params) * GRAD_REDUCE_BYTES / b
-    weights = np.asarray(params) * PARAM_GATHER_BYTES / b
+    weights = np.asarray(params) * gather_bytes / b
     ar = b * hierarchical_allreduce_s(grads, dp, n_inner, bw_inner, a_inner, bw_outer, a_outer)
     rs = b * hierarchical_rs_s(grads, dp, n_inner, bw_inner, a_inner, bw_outer, a_outer)
     ag = b * hierarchical_rs_s(weights, dp, n_inner, bw_inner, a_inner, bw_outer, a_outer)
@@ -457,10 +458,12 @@ def dp_grad_sync_s(params: Any, dp: Any, zero: Any, n_inner: Any, bw_inner: Any,
 
 
 def zero3_gather_s(params: Any, dp: Any, zero: Any, microbatches: Any, n_inner: Any,
-                   bw_inner: Any, a_inner: Any, bw_outer: Any, a_outer: Any) -> Any:
-    """ZeRO-3/FSDP: the 16-bit parameters are all-gathered before each forward and again before
-    each backward, for every micro-batch (Zhao et al. 2023, arXiv 2304.11277, section 3.2)."""
-    weights = np.asarray(params) * PARAM_GATHER_BYTES
+                   bw_inner: Any, a_inner: Any, bw_outer: Any, a_outer: Any,
+                   gather_bytes: Any = PARAM_GATHER_BYTES) -> Any:
+    """ZeRO-3/FSDP: the parameters (`gather_bytes` each) are all-gathered before each forward
+    and again before each backward, for every micro-batch (Zhao et al. 2023, arXiv 2304.11277,
+    section 3.2)."""
+    weights = np.asarray(params) * gather_bytes
     ag = hierarchical_rs_s(weights, dp, n_inner, bw_inner, a_inner, bw_outer, a_outer)
     return np.where(np.asarray(zero) >= 3, 2.0 * np.asarray(microbatches) * ag, 0.0)
 
@@ -470,18 +473,19 @@ def zero3_gather_s(params: Any, dp: Any, zero: Any, microbatches: Any, n_inner: 
 
 def hsdp_grad_sync_s(params: Any, group: Any, replicas: Any, zero: Any, n_inner: Any,
                      r_inner: Any, bw_inner: Any, a_inner: Any, bw_outer: Any,
-                     a_outer: Any) -> Any:
+                     a_outer: Any, gather_bytes: Any = PARAM_GATHER_BYTES) -> Any:
     """Once per step with ZeRO sharded inside groups of `group` ranks and replicated across
     `replicas` groups (PyTorch FSDP HYBRID_SHARD, Zhao et al. 2023, arXiv 2304.11277, section
     3.2.2; torchtitan dp_shard x dp_replicate): reduce-scatter the gradients inside the group,
     all-reduce each 1/group shard across the replicas, and (ZeRO-1/2) all-gather the updated
-    16-bit parameters inside the group. `n_inner` / `r_inner`: ranks of the group / of the
-    replica set that share one scale-up domain. group = all ranks gives `dp_grad_sync_s`."""
+    parameters (`gather_bytes` each) inside the group. `n_inner` / `r_inner`: ranks of the
+    group / of the replica set that share one scale-up domain. group = all ranks gives
+    `dp_grad_sync_s`."""
     z = np.asarray(zero)
     grads = np.asarray(params) * GRAD_REDUCE_BYTES
     rs = hierarchical_rs_s(grads, group, n_inner, bw_inner, a_inner, bw_outer, a_outer)
     ar = hierarchical_allreduce_s(grads / np.asarray(group), replicas, r_inner, bw_inner,
                                   a_inner, bw_outer, a_outer)
-    ag = hierarchical_rs_s(np.asarray(params) * PARAM_GATHER_BYTES, group, n_inner, bw_inner,
+    ag = hierarchical_rs_s(np.asarray(params) * gather_bytes, group, n_inner, bw_inner,
                            a_inner, bw_outer, a_outer)
     return rs + ar + np.where(z >= 3, 0.0, ag)

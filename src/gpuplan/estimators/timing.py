@@ -23,7 +23,8 @@ comm.EP_OVERLAP_A2A); across scale-up domains the deduplicated dispatch is also 
 its internode pipeline (comm.a2a_logical_copies at the fabric's moe_dispatch_logical_share of
 the line rate, Hardware.scale_out_dispatch_share). The scale-out link runs at
 comm.NET_EFFICIENCY of the NIC; the DP reduction (in buckets) hides only behind the last
-micro-batch's backward (`_data_parallel_comm`); overhead_s adds the step's syncs (`_step_sync_s`).
+micro-batch's backward (`dp_comm.data_parallel_comm`); overhead_s adds the step's syncs
+(`_step_sync_s`).
 `timing_one.step_time_one` evaluates the same model for one configuration in Python floats.
 Every per-step part is that of the slowest pipeline stage (`slowest_stage`: the most decoder
 layers, the last stage's LM head counted), so uneven stages (`shapes.stage_layers`) slow the
@@ -53,7 +54,7 @@ from ..spec import (
 )
 from ..units import DAY, HOUR
 from ..workload import finetune_of
-from . import comm, compute, finetune
+from . import comm, compute, dp_comm, finetune
 from .compute import (
     FWD_BWD,
     MOE_LOAD_IMBALANCE,
@@ -182,6 +183,8 @@ class _Ctx(LayoutArrays):
     schedule: Any  # code into spec.SCHEDULES
     dedup: Any  # deduplicated MoE dispatch (spec.moe_dedup)
     rg: Any  # TP all-gathers the backward repeats (recompute.tp_gathers_repeated)
+    ag_bytes: Any  # bytes per parameter of the ZeRO-1/2 all-gather (dp_comm.gather_bytes)
+    z3_bytes: Any  # and of the ZeRO-3 gathers
 
     @cached_property
     def full(self) -> Any:
@@ -192,10 +195,12 @@ class _Ctx(LayoutArrays):
         return comm.group_link(span, self.domain, self.up, self.a_up, self.out, self.a_out)
 
 
-def _context(layout: Layout, hw: Hardware) -> _Ctx:
+def _context(layout: Layout, hw: Hardware, stacks: Any = None) -> _Ctx:
     f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
     prec, rc = np.asarray(layout.precision), np.asarray(layout.recompute)
     stack = np.asarray(getattr(layout, "stack", 0))
+    ag_b, z3_b = dp_comm.gather_bytes(prec == FP8, stack, stacks,
+                                      f(getattr(hw, "fp8_gemm_any_layout", 0.0)) > 0)
     return _Ctx(**LayoutArrays.read(layout, float), rc=rc, prec=prec,
                 m=np.asarray(layout.microbatches, dtype=float),
                 act_bytes=act_element_bytes(prec),  # FP8 recipes keep 16-bit activations
@@ -208,7 +213,7 @@ def _context(layout: Layout, hw: Hardware) -> _Ctx:
                                                  getattr(hw, "scale_out_dispatch_share", np.nan)),
                 schedule=np.asarray(getattr(layout, "schedule", 0)),
                 dedup=moe_dedup(np.asarray(getattr(layout, "moe_dispatcher", 0)), stack),
-                rg=tp_gathers_repeated(rc, stack))
+                rg=tp_gathers_repeated(rc, stack), ag_bytes=ag_b, z3_bytes=z3_b)
 
 
 def slowest_stage(model: ModelSpec, c: _Ctx, layer_flops: Any, head_flops: Any
@@ -273,7 +278,8 @@ def _compute_parts(model: ModelSpec, c: _Ctx, hw: Hardware, eff: Efficiency,
     optimizer_s = memory_bound_time(_optimizer_params(c, placed) * opt_bytes,
                                     hw.memory_bandwidth_bytes_per_s, eff.memory_fraction)
     return dict(compute_s=compute_s, memory_s=memory_s, overhead_s=overhead_s,
-                optimizer_s=optimizer_s, params=params, fl=fl, eff_mm=eff_mm, lps=lps)
+                optimizer_s=optimizer_s, params=params, fl=fl, eff_mm=eff_mm, lps=lps,
+                placed=placed)
 
 
 def _step_sync_s(c: _Ctx) -> Any:
@@ -335,48 +341,6 @@ def _model_parallel_comm(model: ModelSpec, c: _Ctx, compute_s: Any, eff: Efficie
             "pp_comm_s": (pp, pp_overlap * compute_s)}
 
 
-def _data_parallel_comm(c: _Ctx, params: Any, compute_s: Any) -> dict[str, tuple[Any, Any]]:
-    """DP time, hierarchical over the dp x cp group (`comm.dp_cp_group`), in gradient buckets
-    (`comm.dp_buckets`). With gradient accumulation the reduction runs once per step, so it
-    can hide only behind the backward (2/3 of the compute) of the LAST micro-batch; ZeRO-1/2's
-    parameter all-gather behind the forward (1/3) of the next step's first micro-batch
-    (Megatron's overlap_param_gather); the last bucket of each is exposed (a reduction starts
-    when its bucket's gradients are complete; a forward needs its first bucket gathered).
-    ZeRO-3 gathers (every micro-batch) hide behind all compute."""
-    ranks, n_in = comm.dp_cp_group(c.tp, c.dp, c.cp, c.domain)
-    buckets = comm.dp_buckets(params, c.dp)
-    reduce, gather = comm.dp_sync_parts_s(params, ranks, c.zero, n_in, c.up, c.a_up, c.out,
-                                          c.a_out, buckets)
-    gathers = comm.zero3_gather_s(params, ranks, c.zero, c.m, n_in, c.up, c.a_up, c.out, c.a_out)
-    # HSDP: sharded inside the shard group, replicated across the groups; a group of all
-    # dp*cp ranks is plain ZeRO (no replicas), so it takes the bucketed path above exactly
-    hsdp = (c.sg > 0) & (c.sg < ranks)
-    rs_mb = reduce  # one micro-batch's gradient reduce-scatter (ZeRO-3 below)
-    if np.any(hsdp):  # its sync (reduce-scatter in the group + all-reduce across) as one part
-        h_sync, h_gathers, h_rs = _hsdp_comm(c, params)
-        reduce = np.where(hsdp, h_sync, reduce)
-        rs_mb = np.where(hsdp, h_rs, rs_mb)
-        gather = np.where(hsdp, 0.0, gather)
-        gathers = np.where(hsdp, h_gathers, gathers)
-    # ZeRO-3/FSDP reduce-scatters every micro-batch's gradients (no unsharded accumulation:
-    # PyTorch FSDP reduces in each backward unless no_sync keeps full gradients, Zhao et al.
-    # 2023, arXiv 2304.11277, section 3.2; FSDP2 likewise by default), each hidden behind its
-    # own backward; only the last micro-batch's last bucket is exposed. HSDP's all-reduce
-    # across the replicas stays once per step (FSDP2's set_requires_all_reduce(False) on all
-    # but the last micro-batch). Under pipeline parallelism the stage defers the sync to the
-    # step's last micro-batch (torch.distributed.pipelining's backward_maybe_with_nosync; the
-    # memory model's pp_unsharded_step), so once per step there.
-    per_step = np.where((c.zero >= 3) & (c.pp <= 1), c.m, 1.0)
-    reduce = reduce + (per_step - 1.0) * rs_mb
-    per_mb = compute_s / c.m
-    tail = 1.0 - 1.0 / (buckets * per_step)  # share of the reductions that can overlap at all
-    return {"dp_reduce": (reduce, np.minimum(comm.DP_OVERLAP * per_mb * per_step * 2.0 / 3.0,
-                                             reduce * tail)),
-            "dp_param_gather": (gather, np.minimum(comm.DP_OVERLAP * per_mb / 3.0,
-                                                   gather * tail)),
-            "dp_gather": (gathers, comm.ZERO3_OVERLAP * compute_s)}
-
-
 def _finetuned(model: ModelSpec, ft: Any, c: _Ctx, parts: dict[str, Any]) -> dict[str, Any]:
     """Compute parts of a fine-tune (estimators/finetune.py): FLOPs without the frozen weights'
     gradients (x the quantized base's slowdown), the optimizer step and the gradient sync over
@@ -389,7 +353,7 @@ def _finetuned(model: ModelSpec, ft: Any, c: _Ctx, parts: dict[str, Any]) -> dic
     out = dict(parts, model_ratio=model_r, hw_ratio=hw_r)
     out["compute_s"] = parts["compute_s"] * hw_r * finetune.quant_slowdown(ft)
     out["optimizer_s"] = parts["optimizer_s"] * share
-    out["params"] = parts["params"] * share
+    out["params"], out["share"] = parts["params"] * share, share
     return out
 
 
@@ -405,21 +369,6 @@ def _bubble_fraction(c: _Ctx) -> Any:
     return np.where(c.schedule == S_DUALPIPE, dual, one_f_one_b)
 
 
-def _hsdp_comm(c: _Ctx, params: Any) -> tuple[Any, Any, Any]:
-    """(gradient sync, ZeRO-3 gathers) per step, and the sync's reduce-scatter inside the group
-    (what ZeRO-3 repeats per micro-batch), with an HSDP shard group of c.sg of the dp*cp ranks
-    (`comm.dp_cp_group`, stride tp), its replicas at stride tp*group (`comm.hsdp_grad_sync_s`)."""
-    ranks = c.dp * c.cp
-    group = np.clip(c.sg, 1.0, ranks)
-    n_in = comm.ranks_inside(c.tp, group, c.domain)
-    r_in = comm.ranks_inside(c.tp * group, ranks / group, c.domain)
-    links = (c.up, c.a_up, c.out, c.a_out)
-    sync = comm.hsdp_grad_sync_s(params, group, ranks / group, c.zero, n_in, r_in, *links)
-    gathers = comm.zero3_gather_s(params, group, c.zero, c.m, n_in, *links)
-    rs = comm.hierarchical_rs_s(params * comm.GRAD_REDUCE_BYTES, group, n_in, *links)
-    return sync, gathers, rs
-
-
 def _offload_comm(c: _Ctx, hw: Hardware, host_traffic: Any, compute_s: Any
                   ) -> dict[str, tuple[Any, Any]]:
     """Host-link (PCIe) transfers of offloaded state per step: bytes / the link's bandwidth
@@ -432,18 +381,20 @@ def _offload_comm(c: _Ctx, hw: Hardware, host_traffic: Any, compute_s: Any
 
 
 def step_time(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency,
-              host_traffic: Any = 0.0) -> TimingBreakdown:
+              host_traffic: Any = 0.0, stacks: Any = None) -> TimingBreakdown:
     """Time of one optimizer step of `model` under `layout` on `hw` (all arrays broadcast).
     `host_traffic`: bytes per step each GPU moves over its host link for offloaded state
-    (`memory.MemoryBreakdown.host_traffic`)."""
-    c = _context(layout, hw)
+    (`memory.MemoryBreakdown.host_traffic`); `stacks`: the stacks' buffers.StackBuffers, as
+    the memory model takes them (None: buffers.LEGACY)."""
+    c = _context(layout, hw, stacks)
     cp_ = _compute_parts(model, c, hw, eff, layout.optimizer)
     ft = finetune_of(model)
     if ft is not None:
         cp_ = _finetuned(model, ft, c, cp_)
     compute_s, memory_s, overhead_s = cp_["compute_s"], cp_["memory_s"], cp_["overhead_s"]
     comms = {**_model_parallel_comm(model, c, compute_s, eff, cp_["lps"]),
-             **_data_parallel_comm(c, cp_["params"], compute_s),
+             **dp_comm.data_parallel_comm(c, cp_["params"], dp_comm.busiest_split(
+                 cp_["placed"], cp_.get("share", 1.0)), compute_s),
              **_offload_comm(c, hw, host_traffic, compute_s)}
     exposed = dict(zip(comms, comm.shared_overlap([t for t, _ in comms.values()],
                                                   [h for _, h in comms.values()], compute_s),

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..spec import BF16, FP8, M_MOE, S_1F1B_A2A, S_DUALPIPE, ModelSpec, moe_dedup
 from ..workload import finetune_of
+from . import buffers as bufm
 from . import comm, finetune
 from . import shapes_one as s1
 from .compute import (
@@ -54,7 +55,8 @@ _LAYOUT = (("tp", "tp"), ("pp", "pp"), ("dp", "dp"), ("cp", "cp"), ("ep", "ep"),
 _HW = ("scale_up_domain", "scale_up_bytes_per_s", "scale_up_latency_s", "scale_out_bytes_per_s",
        "scale_out_latency_s", "memory_bandwidth_bytes_per_s", "peak_flops")
 _LAYOUT_NAMES = tuple(n for _, n in _LAYOUT)
-_HW_ALL = (*_HW, "host_bytes_per_s", "exp_per_s", "scale_out_dispatch_share")
+_HW_ALL = (*_HW, "host_bytes_per_s", "exp_per_s", "scale_out_dispatch_share",
+           "fp8_gemm_any_layout")
 
 
 _PLAIN = (int, float, bool)
@@ -120,11 +122,11 @@ def _f(x: Any) -> float:
 
 _CODE_KEYS = ("rc", "prec", "opt", "sched", "stack", "disp")
 _HW_KEYS = ("domain", "up", "a_up", "out", "a_out", "hbm", "peak_flops", "host_bw", "exp",
-            "share")  # _HW_ALL's fields, in its order
+            "share", "any_layout")  # _HW_ALL's fields, in its order
 _LAYOUT_KEYS = tuple(k for k, _ in _LAYOUT)
 
 
-def _read(layout: Any, hw: Any) -> dict[str, Any]:
+def _read(layout: Any, hw: Any, stacks: Any = None) -> dict[str, Any]:
     """timing._context for one configuration."""
     plain = _plain_values(layout, hw)
     if plain is not None:  # Python numbers: float() each
@@ -135,7 +137,8 @@ def _read(layout: Any, hw: Any) -> dict[str, Any]:
         c.update((k, _f(getattr(hw, n))) for k, n in zip(_HW_KEYS[:6], _HW, strict=False))
         c.update(host_bw=_f(getattr(hw, "host_bytes_per_s", math.nan)),
                  exp=_f(getattr(hw, "exp_per_s", INF)),
-                 share=_f(getattr(hw, "scale_out_dispatch_share", math.nan)))
+                 share=_f(getattr(hw, "scale_out_dispatch_share", math.nan)),
+                 any_layout=_f(getattr(hw, "fp8_gemm_any_layout", 0.0)))
     for k in _CODE_KEYS:
         c[k] = int(c[k])
     c["m"] = c["gb"] / (c["dp"] * c["mb"])
@@ -154,6 +157,11 @@ def _read(layout: Any, hw: Any) -> dict[str, Any]:
     c["out"] = c["out"] * comm.NET_EFFICIENCY
     c["full"] = s1.full_share(c["rc"], c["rk"])
     c["regathers"] = tp_gathers_repeated(c["rc"], c["stack"])
+    sb = stacks if stacks is not None else bufm.LEGACY  # dp_comm.gather_bytes
+    ag, z3 = bufm.fp8_param_gathers(c["prec"] == FP8, sb.fp8_primary_weights[c["stack"]],
+                                    sb.fp8_transpose[c["stack"]], c["any_layout"] > 0)
+    c["ag_b"] = comm.FP8_ELEMENT_BYTES if ag else comm.PARAM_GATHER_BYTES
+    c["z3_b"] = comm.FP8_ELEMENT_BYTES if z3 else comm.PARAM_GATHER_BYTES
     return c
 
 
@@ -211,7 +219,11 @@ def _compute_parts(model: ModelSpec, c: dict[str, Any], eff: Efficiency) -> dict
     placed = s1.stage_params(model, c["tp"], c["pp"], c["ep"], n)
     opt = [s1.sharded(q, c["dp"], c["cp"], c["ep"], c["zero"] >= 1, c["sg"]) for q in placed]
     totals = [d + e for d, e in placed]
-    return dict(compute_s=compute_s, memory_s=memory_s,
+    best = 0  # dp_comm.busiest_split: the first stage of the most parameters
+    for i in (1, 2):
+        if totals[i] > totals[best]:
+            best = i
+    return dict(compute_s=compute_s, memory_s=memory_s, split=placed[best],
                 overhead_s=eff.layer_overhead_s * lps * c["m"] * repeat,
                 optimizer_s=mx(mx(opt[0], opt[1]), opt[2]) * OPTIMIZER_STEP_BYTES[c["opt"]] / bw,
                 params=mx(mx(totals[0], totals[1]), totals[2]), fl=fl, eff_mm=eff_mm, lps=lps)
@@ -227,7 +239,8 @@ def _finetuned(model: ModelSpec, ft: Any, c: dict[str, Any], p: dict[str, Any]
     share = finetune.trainable_params(model, ft) / model.total_params()
     return dict(p, model_ratio=float(model_r), hw_ratio=float(hw_r),
                 compute_s=p["compute_s"] * float(hw_r) * finetune.quant_slowdown(ft),
-                optimizer_s=p["optimizer_s"] * share, params=p["params"] * share)
+                optimizer_s=p["optimizer_s"] * share, params=p["params"] * share,
+                split=(p["split"][0] * share, p["split"][1] * share))
 
 
 def _none_chosen(experts: int, k: int, x: float) -> float:
@@ -292,40 +305,60 @@ def _model_parallel(model: ModelSpec, c: dict[str, Any], p: dict[str, Any],
 
 def _hsdp(c: dict[str, Any], params: float, links: tuple[float, ...]
           ) -> tuple[float, float, float]:
-    """timing._hsdp_comm with comm.hsdp_grad_sync_s and comm.zero3_gather_s."""
+    """dp_comm.hsdp_comm with comm.hsdp_grad_sync_s and comm.zero3_gather_s."""
     ranks = c["dp"] * c["cp"]
     group = s1.clip(c["sg"], 1.0, ranks)
     n_in = s1.inside(c["tp"], group, c["domain"])
     r_in = s1.inside(c["tp"] * group, ranks / group, c["domain"])
     grads = params * comm.GRAD_REDUCE_BYTES
-    weights = params * comm.PARAM_GATHER_BYTES
     rs = s1.hier_rs(grads, group, n_in, *links)
     ar = s1.hier_ar(grads / group, ranks / group, r_in, *links)
-    ag = s1.hier_rs(weights, group, n_in, *links)
+    ag = s1.hier_rs(params * c["ag_b"], group, n_in, *links)
     sync = rs + ar + (0.0 if c["zero"] >= 3 else ag)
-    return sync, (2.0 * c["m"] * ag if c["zero"] >= 3 else 0.0), rs
+    z3 = s1.hier_rs(params * c["z3_b"], group, n_in, *links)
+    return sync, (2.0 * c["m"] * z3 if c["zero"] >= 3 else 0.0), rs
+
+
+def _buckets(params: float, dp: float) -> float:
+    """comm.dp_buckets."""
+    return max(math.ceil(params / max(comm.DP_BUCKET_PARAMS, comm.DP_BUCKET_PARAMS_PER_RANK * dp)),
+               1.0)
+
+
+def _sync(c: dict[str, Any], params: float, ranks: float, n_in: float, b: float,
+          links: tuple[float, ...]) -> tuple[float, float, float]:
+    """dp_comm._sync (comm.dp_sync_parts_s and comm.zero3_gather_s)."""
+    z = c["zero"]
+    grads = params * comm.GRAD_REDUCE_BYTES / b
+    reduce = b * (s1.hier_ar(grads, ranks, n_in, *links) if z == 0
+                  else s1.hier_rs(grads, ranks, n_in, *links))
+    gather = b * s1.hier_rs(params * c["ag_b"] / b, ranks, n_in, *links) if z in (1, 2) else 0.0
+    ag = s1.hier_rs(params * c["z3_b"], ranks, n_in, *links)
+    return reduce, gather, (2.0 * c["m"] * ag if z >= 3 else 0.0)
 
 
 def _data_parallel(c: dict[str, Any], p: dict[str, Any]) -> list[tuple[float, float]]:
-    """timing._data_parallel_comm: [(total, hideable)] for reduce, param gather, ZeRO-3."""
+    """dp_comm.data_parallel_comm: [(total, hideable)] for reduce, param gather, ZeRO-3."""
     params, dp, z = p["params"], c["dp"], c["zero"]
     links = (c["up"], c["a_up"], c["out"], c["a_out"])
     ranks = dp * c["cp"]  # comm.dp_cp_group: dp x cp ranks at stride tp
     n_in = s1.inside(c["tp"], ranks, c["domain"])
-    b = max(math.ceil(params / max(comm.DP_BUCKET_PARAMS, comm.DP_BUCKET_PARAMS_PER_RANK * dp)),
-            1.0)
-    grads = params * comm.GRAD_REDUCE_BYTES / b
-    weights = params * comm.PARAM_GATHER_BYTES / b
-    reduce = b * (s1.hier_ar(grads, ranks, n_in, *links) if z == 0
-                  else s1.hier_rs(grads, ranks, n_in, *links))
-    gather = b * s1.hier_rs(weights, ranks, n_in, *links) if z in (1, 2) else 0.0
-    ag = s1.hier_rs(params * comm.PARAM_GATHER_BYTES, ranks, n_in, *links)
-    gathers = 2.0 * c["m"] * ag if z >= 3 else 0.0
+    dense, expert = p["split"]
+    own = c["ep"] > 1 and expert > 0  # experts in buffers of their own
+    dense = dense if own else params
+    b = _buckets(dense, dp)
+    reduce, gather, gathers = _sync(c, dense, ranks, n_in, b, links)
+    if own:  # dp_comm.expert_dp_group: max(dp cp / ep, 1) ranks at stride tp ep
+        e_ranks = max(ranks / c["ep"], 1.0)
+        e_b = _buckets(expert, dp)
+        er, eg, egs = _sync(c, expert, e_ranks, s1.inside(c["tp"] * c["ep"], e_ranks,
+                                                          c["domain"]), e_b, links)
+        reduce, gather, gathers, b = reduce + er, gather + eg, gathers + egs, b + e_b
     rs_mb = reduce
-    if 0 < c["sg"] < ranks:  # a group of all dp*cp ranks is plain ZeRO (timing)
+    if 0 < c["sg"] < ranks:  # a group of all dp*cp ranks is plain ZeRO (dp_comm)
         reduce, gathers, rs_mb = _hsdp(c, params, links)
         gather = 0.0
-    k = c["m"] if z >= 3 and c["pp"] <= 1 else 1.0  # timing: ZeRO-3, every micro-batch
+    k = c["m"] if z >= 3 and c["pp"] <= 1 else 1.0  # dp_comm: ZeRO-3, every micro-batch
     reduce = reduce + (k - 1.0) * rs_mb
     per_mb, tail = p["compute_s"] / c["m"], 1.0 - 1.0 / (b * k)
     return [(reduce, mn(comm.DP_OVERLAP * per_mb * k * 2.0 / 3.0, reduce * tail)),
@@ -356,13 +389,13 @@ def _efficiency(eff: Any) -> Efficiency:
 
 
 def step_time_one(model: ModelSpec, layout: Any, hw: Any, eff: Any,
-                  host_traffic: Any = 0.0) -> TimingBreakdown:
+                  host_traffic: Any = 0.0, stacks: Any = None) -> TimingBreakdown:
     """`timing.step_time` of one configuration, as Python numbers; a configuration outside
     `mirrors` goes to `timing.step_time` itself (its fields made Python numbers)."""
     if not mirrors(model, layout, hw, eff, host_traffic):
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            return step_time(model, layout, hw, eff, host_traffic)
-    c, eff = _read(layout, hw), _efficiency(eff)
+            return step_time(model, layout, hw, eff, host_traffic, stacks)
+    c, eff = _read(layout, hw, stacks), _efficiency(eff)
     p = _compute_parts(model, c, eff)
     ft = finetune_of(model)
     if ft is not None:

@@ -206,12 +206,13 @@ def memory_per_gpu(model: ModelSpec, layout: Layout, site: Site) -> Any:
 
 
 def time_per_step(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency,
-                  host_traffic: Any = 0.0) -> Any:
+                  host_traffic: Any = 0.0, stacks: Any = None) -> Any:
     """The step-time breakdown. Infeasible corners (a zero-bandwidth network, an unsupported
     precision) come out as inf or nan and are masked by the caller; they are not errors.
-    `host_traffic`: the memory breakdown's offload bytes per step (0 without offload)."""
+    `host_traffic`: the memory breakdown's offload bytes per step (0 without offload);
+    `stacks`: the site's stack buffers (Site.stack_buffers), as the memory model's."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return timing.step_time(model, layout, hw, eff, host_traffic)
+        return timing.step_time(model, layout, hw, eff, host_traffic, stacks)
 
 
 def physics(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency,
@@ -229,7 +230,8 @@ def physics(model: ModelSpec, layout: Layout, hw: Hardware, eff: Efficiency,
     headroom = cap - total if type(cap) is float and type(total) is float \
         else np.asarray(cap) - total
     return Physics(memory=mem, timing=timing_one.step_time_one(model, layout, hw, eff,
-                                                               mem.host_traffic),
+                                                               mem.host_traffic,
+                                                               site.stack_buffers),
                    fits=headroom >= 0, headroom_bytes=headroom)
 
 

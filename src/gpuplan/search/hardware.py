@@ -85,7 +85,7 @@ def hardware_table(cat: Catalog, rows: list[tuple[Accelerator | str,
         "memory_bytes", "memory_bandwidth_bytes_per_s", "peak", "scale_up_bytes_per_s",
         "scale_up_latency_s", "scale_up_domain", "scale_out_bytes_per_s", "scale_out_latency_s",
         "gpus_per_node", "tdp_watts", "family", "host_memory_bytes", "host_bytes_per_s",
-        "exp_per_s", "scale_out_dispatch_share")}
+        "exp_per_s", "scale_out_dispatch_share", "fp8_gemm_any_layout")}
     for accelerator, platform in rows:
         acc = _accelerator(cat, accelerator)
         plat = platform_of(cat, acc, platform)
@@ -106,6 +106,7 @@ def hardware_table(cat: Catalog, rows: list[tuple[Accelerator | str,
         host = cat.fabrics.get(acc.host_interface)
         cols["host_bytes_per_s"].append(host.bytes_per_s_per_direction if host else np.nan)
         cols["scale_out_dispatch_share"].append(plat.scale_out_dispatch_share)
+        cols["fp8_gemm_any_layout"].append(float(acc.fp8_gemm_any_layout))
     peak = np.array(cols.pop("peak"), dtype=float).reshape(len(rows), len(PRECISIONS))
     family = np.array(cols.pop("family"), dtype=object)
     arrays = {k: np.array(v, dtype=float) for k, v in cols.items()}

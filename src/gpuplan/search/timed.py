@@ -158,7 +158,7 @@ def _time_alone(req: Any, jobs: list[tuple[dict[str, np.ndarray], Any, Any]], i:
     """Job i's rows in a call of their own, on its own hardware."""
     g, c, _ = jobs[i]
     t = time_per_step(req.model, replace(layout_of(g, req), stack=out[i].stack), c.hw, c.eff,
-                      g["host_traffic"])
+                      g["host_traffic"], req.site.stack_buffers)
     out[i].pieces.append((0, g["gpus"].size, t, 0, -1))
 
 
@@ -174,7 +174,7 @@ def _time_together(req: Any, jobs: list[tuple[dict[str, np.ndarray], Any, Any]],
     for lo in range(0, n, BLOCK):
         part = {k: v[lo:lo + BLOCK] for k, v in g.items() if k in _TIMED_KEYS}
         t = time_per_step(req.model, replace(layout_of(part, req), stack=stack[lo:lo + BLOCK]),
-                          hw, eff, part["host_traffic"])
+                          hw, eff, part["host_traffic"], req.site.stack_buffers)
         hi = min(n, lo + BLOCK)
         for j, i in enumerate(which):
             out[i].pieces.append((lo, hi, t, 0, j))
@@ -194,7 +194,7 @@ def _time_batch(req: Any, jobs: list[tuple[dict[str, np.ndarray], Any, Any]],
     hw = _per_row([jobs[i][1].hw for i in which], sizes)
     eff = _per_row([jobs[i][1].eff for i in which], sizes)
     t = time_per_step(req.model, replace(layout_of(g, req), stack=stack), hw, eff,
-                      g["host_traffic"])
+                      g["host_traffic"], req.site.stack_buffers)
     at = 0
     for i, n in zip(which, sizes, strict=True):
         out[i].pieces.append((0, n, t, at, -1))
