@@ -23,7 +23,7 @@ LAYERS = {
 }
 ESTIMATORS = {"memory": "memory", "activations": "memory", "memory_one": "memory", "cost": "cost",
               "compute": "time",
-              "comm": "time", "timing": "time", "timing_one": "time",
+              "comm": "time", "dp_comm": "time", "timing": "time", "timing_one": "time",
               "shapes_one": "time"}
 
 

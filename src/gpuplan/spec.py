@@ -449,11 +449,8 @@ class Hardware:
     host_bytes_per_s: Any = float("nan")
     # Accelerator.exp_per_s (catalog exp_tera_per_s); inf = no figure (no exponential term)
     exp_per_s: Any = float("inf")
-    # The scale-out fabric's `moe_dispatch_logical_share` (nan = none measured: no bound).
-    scale_out_dispatch_share: Any = float("nan")
-    # Accelerator.fp8_gemm_any_layout (1.0 / 0.0): with the FP8 recipe, which parameter
-    # gathers move FP8 (estimators/buffers.py fp8_param_gathers)
-    fp8_gemm_any_layout: Any = 0.0
+    scale_out_dispatch_share: Any = float("nan")  # the fabric's moe_dispatch_logical_share
+    fp8_gemm_any_layout: Any = 0.0  # the Accelerator's, 1.0 / 0.0 (buffers.fp8_param_gathers)
 
 
 def _bitmask(value: Any, names: tuple[str, ...], what: str, hint: str) -> int:

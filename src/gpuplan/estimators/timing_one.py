@@ -157,9 +157,9 @@ def _read(layout: Any, hw: Any, stacks: Any = None) -> dict[str, Any]:
     c["out"] = c["out"] * comm.NET_EFFICIENCY
     c["full"] = s1.full_share(c["rc"], c["rk"])
     c["regathers"] = tp_gathers_repeated(c["rc"], c["stack"])
-    sb = stacks if stacks is not None else bufm.LEGACY  # dp_comm.gather_bytes
-    ag, z3 = bufm.fp8_param_gathers(c["prec"] == FP8, sb.fp8_primary_weights[c["stack"]],
-                                    sb.fp8_transpose[c["stack"]], c["any_layout"] > 0)
+    sb = stacks if stacks is not None else bufm.LEGACY  # dp_comm.gather_bytes with
+    z3 = c["prec"] == FP8 and bool(sb.fp8_primary_weights[c["stack"]])  # fp8_param_gathers
+    ag = z3 and not (sb.fp8_transpose[c["stack"]] and c["any_layout"] > 0)  # not MXFP8
     c["ag_b"] = comm.FP8_ELEMENT_BYTES if ag else comm.PARAM_GATHER_BYTES
     c["z3_b"] = comm.FP8_ELEMENT_BYTES if z3 else comm.PARAM_GATHER_BYTES
     return c
