@@ -263,8 +263,9 @@ def fp8_param_gathers(fp8: Any, primary: Any, transpose: Any, any_layout: Any
     shared buffer for param AG and grad RS ... store params in bf16", re-quantized after the
     gather, optimizer/distrib_optimizer.py _copy_main_params_to_param_buffer), and as 1-B
     row-wise data (forward) and column-wise data (backward) under Megatron FSDP
-    (megatron_fsdp/param_and_grad_buffer.py: the model weight buffer is uint8 for float8
-    groups, a transpose buffer for MXFP8; its E8M0 scales, 1 B per 32 elements, not counted).
+    (distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py: the model weight buffer is
+    uint8 for float8 groups, with a transpose buffer for MXFP8; MXFP8's E8M0 scales, 1 B per
+    32 elements, are not counted).
     MXFP8 is taken to be the recipe where the transpose is kept (`transpose`, i.e. not
     --fp8-recipe tensor) on an accelerator whose FP8 GEMMs take any layout (`any_layout`:
     Blackwell, where the planner's 'auto' recipe is MXFP8; `fp8_transpose_kept`)."""
