@@ -75,8 +75,10 @@ def data_parallel_comm(c: Any, params: Any, split: tuple[Any, Any], compute_s: A
     expert-DP group where ep > 1. With gradient accumulation the reduction runs once per
     step, so it can hide only behind the backward (2/3 of the compute) of the LAST
     micro-batch; ZeRO-1/2's parameter all-gather behind the forward (1/3) of the next step's
-    first micro-batch (Megatron's overlap_param_gather); the last bucket of each is exposed.
-    ZeRO-3 gathers (every micro-batch) hide behind all compute. `c`: timing's context."""
+    first micro-batch (Megatron's overlap_param_gather); the last bucket of each is exposed (a
+    reduction starts when its bucket's gradients are complete; a forward needs its first
+    bucket gathered). ZeRO-3 gathers (every micro-batch) hide behind all compute. `c`:
+    timing's context."""
     ranks, n_in = comm.dp_cp_group(c.tp, c.dp, c.cp, c.domain)
     own = (c.ep > 1) & (split[1] > 0)  # experts in buffers of their own
     dense, expert = np.where(own, split[0], params), np.where(own, split[1], 0.0)
@@ -99,10 +101,12 @@ def data_parallel_comm(c: Any, params: Any, split: tuple[Any, Any], compute_s: A
         rs_mb = np.where(hsdp, h_rs, rs_mb)
         gather = np.where(hsdp, 0.0, gather)
         gathers = np.where(hsdp, h_gathers, gathers)
-    # ZeRO-3/FSDP reduce-scatters every micro-batch's gradients (Zhao et al. 2023, arXiv
-    # 2304.11277, section 3.2; FSDP2 likewise), each hidden behind its own backward; only the
-    # last micro-batch's last bucket is exposed. HSDP's all-reduce across the replicas stays
-    # once per step (FSDP2's set_requires_all_reduce(False) on all but the last micro-batch).
+    # ZeRO-3/FSDP reduce-scatters every micro-batch's gradients (no unsharded accumulation:
+    # PyTorch FSDP reduces in each backward unless no_sync keeps full gradients, Zhao et al.
+    # 2023, arXiv 2304.11277, section 3.2; FSDP2 likewise by default), each hidden behind its
+    # own backward; only the last micro-batch's last bucket is exposed. HSDP's all-reduce
+    # across the replicas stays once per step (FSDP2's set_requires_all_reduce(False) on all
+    # but the last micro-batch).
     # Under pipeline parallelism the stage defers the sync to the step's last micro-batch
     # (torch.distributed.pipelining's backward_maybe_with_nosync; the memory model's
     # pp_unsharded_step), so once per step there.
