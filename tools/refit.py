@@ -45,15 +45,29 @@ def _set(text: str, table: str, key: str, value: str) -> str:
     return text[:head.end()] + body + text[end:]
 
 
+def _unset(text: str, table: str, key: str) -> str:
+    """Drop `key` from [table]: a row that inherits states only what differs from its parent
+    (tests/test_catalog_schema.py)."""
+    head = re.search(rf"^\[{re.escape(table)}\]\n", text, flags=re.M)
+    end = text.find("\n[", head.end()) if head else -1
+    end = len(text) if end < 0 else end
+    if head is None:
+        return text
+    body = re.sub(rf"^{re.escape(key)} = .*\n", "", text[head.end():end], flags=re.M)
+    return text[:head.end()] + body + text[end:]
+
+
 def main() -> int:
     families, stacks = calibrate_all(load_catalog())
     text = PATH.read_text()
     new = text
-    for fam, params, _parent in CALIBRATION_PLAN:
+    for fam, params, parent in CALIBRATION_PLAN:
         for p in params:
             if fam in families and p in families[fam]:
                 name, value = _fmt(p, float(families[fam][p]))
-                new = _set(new, f"efficiency.{fam}", name, value)
+                same = parent in families and _fmt(p, float(families[parent][p]))[1] == value
+                new = (_unset(new, f"efficiency.{fam}", name) if same
+                       else _set(new, f"efficiency.{fam}", name, value))
     for group, _params in STACK_PLAN:
         for p in ("matmul_scale", "fp8_ratio"):
             new = _set(new, f"stack.{group}", p, f"{float(stacks[group][p]):.2f}")

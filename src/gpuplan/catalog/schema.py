@@ -234,6 +234,7 @@ EFFICIENCY: dict[str, Field] = {
     "layer_overhead_us": num(high=1e9),
     "attention_ratio": pos(high=4.0),
     "fa2_attention_ratio": pos(False, high=4.0),  # under an 'fa2' stack (stated); absent = 1
+    "attention_scale": pos(False, high=4.0),  # times attention_ratio (stated); absent = 1
     "tp_overlap": fraction(),
     "guess": Field("bool", True, inherited=False),
     "source": text(inherited=False),

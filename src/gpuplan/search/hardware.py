@@ -165,6 +165,10 @@ STACK_FP8_FLAGS = ("fp8_cast", "fp8_tp_gather")
 # [efficiency.FAMILY] field, stated (never fitted): an 'fa2' stack's attention speed relative
 # to the fused kernel on the family (docs/calibration.md, "Attention kernel of a stack").
 FA2_RATIO = "fa2_attention_ratio"
+# [efficiency.FAMILY] field, stated (never fitted): the fused attention kernel's share of the
+# family's peak relative to the share on the family it inherits attention_ratio from
+# (docs/calibration.md, "A stated Blackwell attention factor").
+ATTENTION_SCALE = "attention_scale"
 
 
 def efficiency_rows(cat: Catalog) -> dict[str, dict[str, Any]]:
@@ -210,7 +214,8 @@ def family_constants(cat: Catalog, family: str) -> dict[str, float]:
     row = table.get(family, table["default"])
     out = {name: float(row.get(key, 1.0)) * factor
            for key, (name, factor) in EFFICIENCY_FIELDS.items()}
-    out[FA2_RATIO] = float(row.get(FA2_RATIO, 1.0))  # stated, consumed by with_stack
+    for key in (FA2_RATIO, ATTENTION_SCALE):  # stated, consumed by with_stack
+        out[key] = float(row.get(key, 1.0))
     return out
 
 
@@ -233,9 +238,11 @@ def with_stack(values: dict[str, Any], stack: dict[str, Any]) -> dict[str, Any]:
     whose FP8 GEMMs keep the BF16 share of their doubled peak), the stack's FP8 flags
     (`fp8_flags`), and under a stack whose attention kernel is 'fa2' attention_ratio x the
     family's stated fa2_attention_ratio (FlashAttention-2 against the fused kernel on that
-    family; 1 where absent). Broadcasts (the calibration passes grids)."""
+    family; 1 where absent); under every stack attention_ratio x the family's stated
+    attention_scale (1 where absent). Broadcasts (the calibration passes grids)."""
     out = dict(values)
     fa2 = out.pop(FA2_RATIO, 1.0)
+    scale = out.pop(ATTENTION_SCALE, 1.0)
     flags = fp8_flags(stack)
     out["matmul_max"] = np.minimum(np.asarray(values["matmul_max"], dtype=float)
                                    * np.asarray(stack["matmul_scale"], dtype=float), 1.0)
@@ -243,9 +250,9 @@ def with_stack(values: dict[str, Any], stack: dict[str, Any]) -> dict[str, Any]:
     out["fp8_ratio"] = (np.asarray(values.get("fp8_ratio", 1.0), dtype=float)
                         * np.asarray(stack_fp8, dtype=float))
     out.update(flags)
-    if attention_kernel(stack) == "fa2":
-        out["attention_ratio"] = (np.asarray(values["attention_ratio"], dtype=float)
-                                  * np.asarray(fa2, dtype=float))
+    kernel = np.asarray(fa2, dtype=float) if attention_kernel(stack) == "fa2" else 1.0
+    out["attention_ratio"] = (np.asarray(values["attention_ratio"], dtype=float) * kernel
+                              * np.asarray(scale, dtype=float))
     return out
 
 
