@@ -26,8 +26,13 @@ from gpuplan.validation import CALIBRATION_GRID, CALIBRATION_PLAN
 # causal (top_left), batch 1, BF16; forward and backward ms at 2k, 4k, 8k, 16k tokens.
 H200_MS = ((0.142, 0.464), (0.465, 1.450), (1.708, 5.083), (6.531, 19.002))
 GB200_MS = ((0.066, 0.206), (0.206, 0.607), (0.688, 2.097), (2.606, 7.845))
+# The same benchmark, cuDNN 9.22.0 (fb682ce, results/llama3.1/{gb200,gb300}/llama3.1_20260424_*):
+# GB200 and GB300 (the same 2,500 TFLOP/s BF16 peak), batch 2, forward + backward ms.
+GB200_922_MS = (0.514, 1.589, 5.524, 21.704)
+GB300_922_MS = (0.456, 1.424, 5.017, 19.186)
 H200_PEAK, GB200_PEAK = 989.0, 2500.0  # BF16 dense TFLOP/s (data/accelerators.toml)
 BLACKWELL = ("gb200", "b200", "b300", "gb300")
+ULTRA = ("b300", "gb300")
 FUSED = {"matmul_scale": 1.0, "fp8_ratio": 1.0}
 
 
@@ -47,10 +52,23 @@ def test_the_factor_is_the_stated_derivation_and_carries_its_source(cat):
     assert scale == pytest.approx(sum(ratios) / len(ratios), abs=0.005)
     assert "cudnn-frontend df73764adb98" in rows["gb200"]["source"]
     assert rows["gb200"]["as_of"]
-    for family in BLACKWELL:
-        assert family_constants(cat, family)["attention_scale"] == scale, family
+    assert family_constants(cat, "b200")["attention_scale"] == scale
     for family in ("a100", "h100", "h200", "h20", "h100-pcie", "no-such-family"):
         assert family_constants(cat, family)["attention_scale"] == 1.0, family
+
+
+def test_blackwell_ultra_chains_its_speedup_over_gb200(cat):
+    """GB300 over GB200 at the same peak and cuDNN version: 1.10-1.13x (doubled exponential
+    rate); chained with GB200's factor, 0.94 x 1.12 = 1.05 for both Blackwell Ultra parts."""
+    speedup = [a / b for a, b in zip(GB200_922_MS, GB300_922_MS, strict=True)]
+    assert 1.09 < min(speedup) and max(speedup) < 1.14
+    rows = cat.table("efficiency")
+    chained = rows["gb200"]["attention_scale"] * sum(speedup) / len(speedup)
+    for family in ULTRA:
+        assert rows[family]["attention_scale"] == pytest.approx(chained, abs=0.005), family
+        assert "cudnn-frontend fb682ce" in rows[family]["source"], family
+    for gpu in ("gb200", "gb300"):  # the same BF16 peak, so the time ratio is the share ratio
+        assert cat.accelerator(gpu).peak_flops["bf16"] == GB200_PEAK * 1e12
 
 
 def test_the_factor_is_not_fitted():
