@@ -9,28 +9,18 @@ from dataclasses import fields, replace
 
 import numpy as np
 import pytest
+from dp_setup import A_OUT, A_UP, EFF, HW, NIC, OUT, TINY, UP
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuplan.estimators import comm
-from gpuplan.estimators.compute import Efficiency
 from gpuplan.estimators.shapes import params_per_gpu
 from gpuplan.estimators.timing import TimingBreakdown, step_time
 from gpuplan.estimators.timing_one import step_time_one
-from gpuplan.spec import Hardware, Layout, ModelSpec
+from gpuplan.spec import Layout, ModelSpec
 
-TINY = ModelSpec(id="t", name="t", layers=2, hidden=256, heads=4, kv_heads=4, ffn=1024,
-                 vocab=1000)  # < 40M parameters: one gradient bucket
 GPT7B = ModelSpec(id="g", name="g", layers=32, hidden=4096, heads=32, kv_heads=32, ffn=16384,
                   vocab=50257)
-EFF = Efficiency(matmul_max=0.6, half_dim=200.0, fp8_ratio=0.75, memory_fraction=0.7,
-                 layer_overhead_s=5e-4, tp_overlap=0.15)
-UP, A_UP, NIC, A_OUT = 450e9, 2e-6, 50e9, 4e-6
-HW = Hardware(memory_bytes=80e9, memory_bandwidth_bytes_per_s=3.35e12, peak_flops=989e12,
-              scale_up_bytes_per_s=UP, scale_up_latency_s=A_UP, scale_up_domain=8,
-              scale_out_bytes_per_s=NIC, scale_out_latency_s=A_OUT, gpus_per_node=8,
-              tdp_watts=700)
-OUT = NIC * comm.NET_EFFICIENCY
 
 
 def _dp(model, hw=HW, **kw):

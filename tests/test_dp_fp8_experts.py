@@ -11,31 +11,22 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from dp_setup import A_OUT, A_UP, EFF, HW, OUT, TINY, UP
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuplan.catalog import load_catalog
 from gpuplan.estimators import comm, dp_comm
 from gpuplan.estimators.buffers import from_table
-from gpuplan.estimators.compute import Efficiency
 from gpuplan.estimators.shapes import pipeline_stages
 from gpuplan.estimators.timing import _context, step_time
 from gpuplan.estimators.timing_one import step_time_one
-from gpuplan.spec import BF16, FP8, MEGATRON, NEMO, Hardware, Layout, ModelSpec
+from gpuplan.spec import BF16, FP8, MEGATRON, NEMO, Layout, ModelSpec
 
-TINY = ModelSpec(id="t", name="t", layers=2, hidden=256, heads=4, kv_heads=4, ffn=1024,
-                 vocab=1000)  # < 40M parameters: one gradient bucket
 MOE = ModelSpec(id="m", name="m", layers=4, hidden=512, heads=8, kv_heads=8, ffn=2048,
                 vocab=1000, experts=8, experts_per_token=2, moe_ffn=512)
-EFF = Efficiency(matmul_max=0.6, half_dim=200.0, fp8_ratio=0.75, memory_fraction=0.7,
-                 layer_overhead_s=5e-4, tp_overlap=0.15)
-UP, A_UP, NIC, A_OUT = 450e9, 2e-6, 50e9, 4e-6
-HOPPER = Hardware(memory_bytes=80e9, memory_bandwidth_bytes_per_s=3.35e12, peak_flops=989e12,
-                  scale_up_bytes_per_s=UP, scale_up_latency_s=A_UP, scale_up_domain=8,
-                  scale_out_bytes_per_s=NIC, scale_out_latency_s=A_OUT, gpus_per_node=8,
-                  tdp_watts=700)
+HOPPER = HW
 BLACKWELL = replace(HOPPER, fp8_gemm_any_layout=1.0)  # FP8 GEMMs in any layout: MXFP8 'auto'
-OUT = NIC * comm.NET_EFFICIENCY
 
 
 @pytest.fixture(scope="module")
