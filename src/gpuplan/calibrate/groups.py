@@ -54,8 +54,13 @@ def _usable(results: list[RunResult]) -> list[RunResult]:
 
 
 def quantiles(ratios: list[float]) -> tuple[float, float, float]:
+    """P10, P50, P90 at rank p(n+1) of the n sorted ratios, interpolated (numpy "weibull",
+    Hyndman and Fan definition 6): a new run exchangeable with the n falls below the k-th
+    smallest with chance k/(n+1), so [P10, P90] covers 0.8 of new runs whatever n, where
+    numpy's default rank 1 + p(n-1) covers 0.8(n-1)/(n+1) (docs/calibration.md,
+    "Prediction-interval quantiles at plotting position p(n+1)")."""
     a = np.asarray(ratios, dtype=float)
-    p10, p50, p90 = np.quantile(a, (0.1, 0.5, 0.9))
+    p10, p50, p90 = np.quantile(a, (0.1, 0.5, 0.9), method="weibull")
     return float(p10), float(p50), float(p90)
 
 
