@@ -2,7 +2,8 @@
 
 `validate --calibrate --residuals` writes `data/residuals.toml`: for each (family, stack
 calibration group) with enough runs, the 10th, 50th and 90th percentiles of actual /
-predicted time over its published runs, each run predicted by constants fitted without its
+predicted time over its published runs (at rank p(n+1), the prediction-interval rank:
+`calibrate.groups.quantiles`), each run predicted by constants fitted without its
 source (leave-one-source-out), and a 'pooled' row over every run. Runs with a written,
 source-based `anomaly` reason (a release's stated regression) are left out: the range states
 how far current, well-tuned software may fall from the prediction. A figure's P10-P90 range is
