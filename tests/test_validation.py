@@ -79,6 +79,14 @@ def release_sweep_ids() -> set[str]:
     return {r["id"] for r in load_runs() if "NeMo container" in r["notes"]}
 
 
+# Hold-out runs on MI350X, Gaudi 2 and Ascend 910B added in #12 (ids by source prefix): their
+# families have no fit run and are predicted with the guessed [efficiency.default], so the
+# guards below, written for the calibrated NVIDIA families, leave them out;
+# tests/test_published_runs_accelerators.py states their errors.
+GUESSED_ACCELERATOR_ROWS = ("mindspeed-", "mlperf31-gaudi2-", "mlperf40-gaudi2-",
+                            "mlperf51-mi350x-")
+
+
 def test_dense_hold_out_runs_worst_error_is_bounded(results):
     """A regression guard, out of sample: over the 45 dense hold-out runs outside the
     release-table sweep (no Qwen3), the worst miss stays under 30% (today 23.9%,
@@ -86,10 +94,10 @@ def test_dense_hold_out_runs_worst_error_is_bounded(results):
     keeps the source scope it was written for: the torchtitan Grand Teton rows added in #12
     (12 known, worst -32.1%: Llama 3.1 8B FP8 at 64k tokens with CP 2) are reported in
     docs/calibration.md, not held to it; the 32-GPU H200 torchtitan run (-21.3%) joins its
-    64-GPU twin here."""
+    64-GPU twin here. Nor are the guessed-family accelerator rows (GUESSED_ACCELERATOR_ROWS)."""
     sweep = release_sweep_ids()
     dense = [r for r in results if "qwen3" not in r.id and r.id not in sweep
-             and not r.id.startswith("ttgrandteton-")
+             and not r.id.startswith(("ttgrandteton-", *GUESSED_ACCELERATOR_ROWS))
              and r.status == "known" and r.fit == "holdout"]
     assert len(dense) == 45
     assert summary(dense)["worst_abs_error_pct"] < 30.0
@@ -104,6 +112,7 @@ def test_dense_hold_out_worst_with_the_torchtitan_rows(results):
     out, so that their miss is stated here and the day it closes is seen."""
     sweep = release_sweep_ids()
     dense = [r for r in results if "qwen3" not in r.id and r.id not in sweep
+             and not r.id.startswith(GUESSED_ACCELERATOR_ROWS)
              and r.status == "known" and r.fit == "holdout"]
     assert len(dense) == 45 + 12
     assert summary(dense)["worst_abs_error_pct"] < 30.0
