@@ -83,14 +83,16 @@ def test_unknown_allocator_is_one_line(cat, bad):
 
 
 def test_recorded_allocator_column():
-    """Every recorded setting is a known one with its locator in the notes; the two GB200 runs
-    of NOT_FIT (test_runs_fit.py) are recorded from their recipes."""
+    """Every recorded setting is a known one with its locator in the notes (Megatron-Bridge's
+    recipe version, or the launch script a KempnerForge run names); the two GB200 runs of
+    NOT_FIT (test_runs_fit.py) are recorded from their recipes."""
     rows = {r["id"]: r for r in load_runs()}
     recorded = {k: r["allocator"] for k, r in rows.items() if r.get("allocator", "").strip()}
     assert len(recorded) >= 100  # the Megatron-Bridge rows of four known models
     for rid, name in recorded.items():
         assert name in ALLOCATORS, rid
-        assert f"allocator {name}: Megatron-Bridge v0." in rows[rid]["notes"], rid
+        locator = ("run_one.sbatch" if rid.startswith("kforge-") else "Megatron-Bridge v0.")
+        assert f"allocator {name}: {locator}" in rows[rid]["notes"], rid
     assert recorded["mbridge2606-gb200-llama31-405b-256-fp8"] == "expandable"
     assert recorded["mbridge2604.01-gb200-llama3-70b-64-fp8"] == "caching"
 

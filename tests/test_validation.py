@@ -85,6 +85,11 @@ def release_sweep_ids() -> set[str]:
 # tests/test_published_runs_accelerators.py states their errors.
 GUESSED_ACCELERATOR_ROWS = ("mindspeed-", "mlperf31-gaudi2-", "mlperf40-gaudi2-",
                             "mlperf51-mi350x-")
+# More PyTorch-native hold-out runs added in #12 (torchtitan's 2024 docs/performance.md and
+# KempnerForge's weak-scaling report): outside the source scope the guards below were written
+# for, as the Grand Teton rows are; tests/test_published_runs_pytorch_native_more.py states
+# their errors (the TP rows' miss of the worst target as a strict xfail).
+PYTORCH_NATIVE_MORE_ROWS = ("ttperfmd-", "kforge-")
 
 
 def test_dense_hold_out_runs_worst_error_is_bounded(results):
@@ -94,10 +99,12 @@ def test_dense_hold_out_runs_worst_error_is_bounded(results):
     keeps the source scope it was written for: the torchtitan Grand Teton rows added in #12
     (12 known, worst -32.1%: Llama 3.1 8B FP8 at 64k tokens with CP 2) are reported in
     docs/calibration.md, not held to it; the 32-GPU H200 torchtitan run (-21.3%) joins its
-    64-GPU twin here. Nor are the guessed-family accelerator rows (GUESSED_ACCELERATOR_ROWS)."""
+    64-GPU twin here. Nor are the guessed-family accelerator rows (GUESSED_ACCELERATOR_ROWS)
+    or the further PyTorch-native ones (PYTORCH_NATIVE_MORE_ROWS)."""
     sweep = release_sweep_ids()
     dense = [r for r in results if "qwen3" not in r.id and r.id not in sweep
-             and not r.id.startswith(("ttgrandteton-", *GUESSED_ACCELERATOR_ROWS))
+             and not r.id.startswith(("ttgrandteton-", *GUESSED_ACCELERATOR_ROWS,
+                                      *PYTORCH_NATIVE_MORE_ROWS))
              and r.status == "known" and r.fit == "holdout"]
     assert len(dense) == 45
     assert summary(dense)["worst_abs_error_pct"] < 30.0
@@ -112,7 +119,7 @@ def test_dense_hold_out_worst_with_the_torchtitan_rows(results):
     out, so that their miss is stated here and the day it closes is seen."""
     sweep = release_sweep_ids()
     dense = [r for r in results if "qwen3" not in r.id and r.id not in sweep
-             and not r.id.startswith(GUESSED_ACCELERATOR_ROWS)
+             and not r.id.startswith((*GUESSED_ACCELERATOR_ROWS, *PYTORCH_NATIVE_MORE_ROWS))
              and r.status == "known" and r.fit == "holdout"]
     assert len(dense) == 45 + 12
     assert summary(dense)["worst_abs_error_pct"] < 30.0
