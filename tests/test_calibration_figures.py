@@ -28,12 +28,12 @@ WORST_TARGET_PCT = 25.0
 # count each configuration's newest published release (calibrate/releases.py); ALL_RELEASES
 # holds the same figures over every release (`validate --all-releases`), as quoted before.
 NOW = {
-    ("holdout", "median"): "9.6%", ("holdout", "worst"): "93.4%",
-    ("cv", "median"): "12.2%", ("cv", "worst"): "103.8%",
+    ("holdout", "median"): "9.9%", ("holdout", "worst"): "93.4%",
+    ("cv", "median"): "12.3%", ("cv", "worst"): "103.8%",
 }
 ALL_RELEASES = {
-    ("holdout", "median"): "10.5%", ("holdout", "worst"): "181.4%",
-    ("cv", "median"): "11.9%", ("cv", "worst"): "179.5%",
+    ("holdout", "median"): "10.8%", ("holdout", "worst"): "181.4%",
+    ("cv", "median"): "12.0%", ("cv", "worst"): "179.5%",
 }
 
 
@@ -82,7 +82,7 @@ def test_stated_figures_are_current(results, cv, all_releases, stated):
     held = summary(results, subset="holdout", all_releases=all_releases)
     loso = summary(cv, all_releases=all_releases)
     assert held["sample"] == loso["sample"] == "out"
-    assert (held["n"], loso["n"]) == ((214, 242) if all_releases else (91, 117))
+    assert (held["n"], loso["n"]) == ((240, 268) if all_releases else (117, 143))
     got = {("holdout", "median"): held["median_abs_error_pct"],
            ("holdout", "worst"): held["worst_abs_error_pct"],
            ("cv", "median"): loso["median_abs_error_pct"],
@@ -109,7 +109,7 @@ def test_hold_out_worst_meets_the_target(results):
 
 @pytest.mark.xfail(strict=True, reason=(
     f"not met out of sample: leave-one-source-out median |error| {NOW['cv', 'median']} over "
-    "the 117 known runs of the newest releases (each source predicted by constants refitted "
+    "the 143 known runs of the newest releases (each source predicted by constants refitted "
     "without it)"))
 def test_cross_validated_median_meets_the_target(cv):
     s = summary(cv)
@@ -174,7 +174,7 @@ def test_interval_verdict_does_not_depend_on_which_runs_are_counted(cat, cv):
     from gpuplan.calibrate.groups import coverage
 
     now, every = coverage(cat, cv)["inside"], coverage(cat, cv, all_releases=True)["inside"]
-    assert len(now) == 116 and len(every) == 239  # the 3 runs flagged `anomaly` are left out
+    assert len(now) == 142 and len(every) == 265  # the 3 runs flagged `anomaly` are left out
     assert now == {k: every[k] for k in now}
 
 
@@ -207,15 +207,15 @@ FP8_GAIN_TARGET_PCT = 10.0  # FP8/BF16 gain on the paired runs
 
 @pytest.mark.xfail(strict=True, reason=(
     f"not met out of sample: leave-one-source-out median |error| {NOW['cv', 'median']} over "
-    "the 117 known runs of the newest releases (target 8%)"))
+    "the 143 known runs of the newest releases (target 8%)"))
 def test_issue12_all_runs_median(cv):
     assert summary(cv)["median_abs_error_pct"] <= ALL_MEDIAN_TARGET_PCT
 
 
 @pytest.mark.xfail(strict=True, reason=(
     "not met out of sample: groups (>= 10 newest-release runs) over 10% median |error| under "
-    "leave-one-source-out: family a100 10.01%, gb300 15.5%, h100 16.4%; stack fsdp 23.4%, "
-    "nemo 12.5% (torchtitan 7.1%, met)"))
+    "leave-one-source-out: family gb300 15.5%, h100 15.9%; stack fsdp 23.4%, nemo 12.5% "
+    "(a100 9.1%, megatron 7.9%, torchtitan 7.0%, met)"))
 def test_issue12_every_large_group_median(cv):
     from gpuplan.calibrate.groups import by_group
 

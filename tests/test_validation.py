@@ -271,13 +271,14 @@ def test_fit_set_is_the_same_whatever_the_release_rule(cat):
 
 
 def test_all_releases_gives_every_run_and_the_default_the_current_ones(results):
-    """--all-releases counts every known run (242; 229 before the torchtitan rows added in
-    #12); the default counts the 117 known runs of each configuration's newest release."""
+    """--all-releases counts every known run (268; 229 before the torchtitan rows added in
+    #12, 242 before the accelerator and further PyTorch-native rows); the default counts the
+    143 known runs of each configuration's newest release."""
     every = summary(results, all_releases=True)
     now = summary(results)
-    assert (every["n"], now["n"]) == (242, 117)
-    assert summary(results, subset="holdout", all_releases=True)["n"] == 214
-    assert summary(results, subset="holdout")["n"] == 91
+    assert (every["n"], now["n"]) == (268, 143)
+    assert summary(results, subset="holdout", all_releases=True)["n"] == 240
+    assert summary(results, subset="holdout")["n"] == 117
     assert summary(results, subset="fit")["n"] == 26  # two fit rows are superseded
 
 
@@ -289,13 +290,13 @@ def test_cli_validate_marks_older_releases(run_cli):
     old = runs["mbridge2511-b200-qwen3-30b-a3b-8-mxfp8"]
     assert (old["release"], old["current"], old["superseded_by"]) == (
         "25.11", False, "mbridge2604.01-b200-qwen3-30b-a3b-8-mxfp8")
-    assert old["id"] in data["superseded"] and len(data["runs"]) == 251
+    assert old["id"] in data["superseded"] and len(data["runs"]) == 278
     code, text, _ = run_cli("validate")
     line = next(x for x in text.splitlines() if x.startswith(old["id"]))
     assert line.endswith("older release; newest: mbridge2604.01-b200-qwen3-30b-a3b-8-mxfp8")
     code, out, _ = run_cli("validate", "--json", "--all-releases")
     every = json.loads(out)
-    assert every["releases"] == "all" and every["n"] == 242 and data["n"] == 117
+    assert every["releases"] == "all" and every["n"] == 268 and data["n"] == 143
 
 
 def test_cli_all_releases_does_not_take_calibrate(run_cli):
