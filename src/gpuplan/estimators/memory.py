@@ -368,7 +368,11 @@ def _offload_acts(d: dict[str, Any], L: Layout, P: Any, m: Any, held: Any, store
     """Activation offload of a rank (`recompute.offloaded_activations`; with offload_layers,
     the first ones of its layers, `recompute.offload_share`): the bytes leaving the GPU, added
     to `d`'s offloaded; each micro-batch's saved bytes of those layers go out and come back
-    over the host link (`host_traffic`)."""
+    over the host link (`host_traffic`). Where no row has the activations' offload bit
+    nothing leaves or moves (0: `d` unchanged, as adding zeros leaves it)."""
+    if (not np.any(bit(L.offload, O_ACTIVATIONS))
+            and np.shape(d["offloaded"]) == np.shape(d["host_traffic"]) == np.shape(kept)):
+        return 0.0
     nl = P.dense_layers + P.moe_layers
     share = offload_share(L.offload_layers, nl)
     chosen = offloaded_layers_bytes(L.offload_layers, nl, held, stored, kept)

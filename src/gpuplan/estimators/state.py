@@ -44,6 +44,7 @@ def shared(L: Layout, wb: Any, gb: Any, ob: Any, m: Any, sb: dict[str, Any]) -> 
     on = {k: v & (z >= need) for (k, v), need in
           zip(offload_bits(L.offload).items(), (0, 3, 2, 0), strict=True)}
     return dict(
+        kept_all=not any(np.any(v) for v in on.values()),
         zero=zero, group=group, egroup_gt1=egroup > 1, div=div, fp8=fp8, primary=primary,
         wroot=bufm.root_weight_bytes(wb, fp8), wb=np.where(primary, 1.0, wb - fp8), gb=gb,
         ob=ob, m=m,
@@ -58,6 +59,21 @@ def shared(L: Layout, wb: Any, gb: Any, ob: Any, m: Any, sb: dict[str, Any]) -> 
 def _sharded(P: StageParams, div: tuple[Any, Any]) -> Any:
     """shapes.sharded_params with its divisors given."""
     return P.dense / div[0] + P.expert / div[1]
+
+
+def _offloaded(on: dict[str, Any], s: dict[str, Any], weights: Any, grads: Any, accum: Any,
+               opt: Any, n_opt: Any) -> dict[str, Any]:
+    """recompute.offload_state with its masks `on` given: what stays, what is offloaded and
+    the host traffic per step."""
+    return dict(weights=np.where(on["params"], 0.0, weights),
+                gradients=np.where(on["grads"], 0.0, grads),
+                optimizer=np.where(on["optimizer"], 0.0, opt),
+                grad_accum=np.where(on["grads"], 0.0, accum),
+                offloaded=(np.where(on["optimizer"], opt, 0.0)
+                           + np.where(on["params"], weights, 0.0)
+                           + np.where(on["grads"], grads + accum, 0.0)),
+                host_traffic=host_traffic(on, s["m"], weights, grads, s["gb"] * n_opt,
+                                          s["wb"] * n_opt))
 
 
 def stage_state(P: StageParams, s: dict[str, Any], sb: dict[str, Any]) -> dict[str, Any]:
@@ -89,14 +105,14 @@ def stage_state(P: StageParams, s: dict[str, Any], sb: dict[str, Any]) -> dict[s
     whole, gather, on = s["whole"], s["gather"], s["on"]
     accum = np.where(whole, s["pp_grad_b"] * stage, s["accum_b"] * n_grad)
     grads = gb * n_grad
-    st = dict(weights=np.where(on["params"], 0.0, weights),
-              gradients=np.where(on["grads"], 0.0, grads),
-              optimizer=np.where(on["optimizer"], 0.0, opt),
-              grad_accum=np.where(on["grads"], 0.0, accum),
-              offloaded=(np.where(on["optimizer"], opt, 0.0)
-                         + np.where(on["params"], weights, 0.0)
-                         + np.where(on["grads"], grads + accum, 0.0)),
-              host_traffic=host_traffic(on, s["m"], weights, grads, gb * n_opt, wb * n_opt))
+    if s["kept_all"]:  # nothing offloaded: np.where(False, ...)'s values, without its copies
+        zeros = np.zeros(np.broadcast_shapes(*map(np.shape, (weights, grads, accum, opt))))
+        st = dict(weights=np.asarray(weights), gradients=np.asarray(grads),
+                  optimizer=np.asarray(opt), grad_accum=np.asarray(accum), offloaded=zeros,
+                  host_traffic=np.zeros(np.broadcast_shapes(*map(np.shape, (
+                      s["m"], weights, grads, gb, wb, n_opt)))))
+    else:
+        st = _offloaded(on, s, weights, grads, accum, opt, n_opt)
     ema: Any = 0.0
     if sb.get("any_ema", True):  # an fp32 EMA of the parameters this GPU updates
         ema = EMA_BYTES * n_opt
