@@ -348,17 +348,22 @@ def _bounds(req: Any, jobs: Jobs, table: Any) -> list[Any]:
     return out
 
 
-def _probed(req: Any, jobs: Jobs, bounds: list[Any], table: Any = None) -> list[Any] | None:
+def _probed(req: Any, jobs: Jobs, bounds: list[Any], table: Any = None,
+            known: list[Any] | None = None) -> list[Any] | None:
     """Per prunable job, the fastest step of its probes (`_probes`, and every SAMPLE-th
     eligible row; all timed in a few calls) at each row's GPU count (inf where none ran);
     None when the bound fails on a probe (`_holds`: the probes are the rows where it is
-    tightest, the sample the others)."""
+    tightest, the sample the others). `known`: per job, a step already timed at each row's
+    count (`_known`): rows whose bound is above it are skipped whatever the probes find, so
+    none of them is chosen as a probe (the sample still takes them)."""
     probes = []
     for i, b in enumerate(bounds):
         if b is not None:
             ok = b[2]
             sample = np.flatnonzero(ok)[::SAMPLE]
-            probes.append((i, np.union1d(_probes(jobs[i][0], b[0], ok), sample)))
+            lead = ok if known is None or known[i] is None else (
+                ok & ~(b[0] > known[i] * (1.0 + MARGIN)))
+            probes.append((i, np.union1d(_probes(jobs[i][0], b[0], lead), sample)))
     steps = time_many(req, [({k: v for k, v in filled(table, {k: v[rows] for k, v in
                                                              jobs[i][0].items()}).items()
                               if k in _TIMED}, jobs[i][1], None) for i, rows in probes])
@@ -449,13 +454,13 @@ def timed_rows(req: Any, jobs: Jobs, table: Any = None, known: list[Any] | None 
     if not ENABLED or finetune_of(req.model) is not None:
         return _every(req, jobs, table)
     bounds = _bounds(req, jobs, table)
-    best = _probed(req, jobs, bounds, table)
+    near = None if known is None else _known(jobs, bounds, known)
+    best = _probed(req, jobs, bounds, table, near)
     if best is None:  # the bound failed on a probe: time every row
         stats.fell_back = True
         return _every(req, jobs, table)
-    if known is not None:
-        best = [b if k is None else np.minimum(b, k)
-                for b, k in zip(best, _known(jobs, bounds, known), strict=True)]
+    if near is not None:
+        best = [b if k is None else np.minimum(b, k) for b, k in zip(best, near, strict=True)]
     kept, skipped, deferred = _kept(req, jobs, table, bounds, best)
     timings = time_many(req, [(g, c, key) for g, (_, c, key) in zip(kept, jobs, strict=True)])
     busy = None
