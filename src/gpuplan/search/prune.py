@@ -132,10 +132,10 @@ def _a2a_terms(model: Any, c: Any, lps: Any) -> dict[str, Any]:
     """The layout's factors of the MoE all-to-all's seconds per step (`comm.moe_all_to_all_s`
     as `timing._model_parallel_comm` calls it): a2a_scale (4 x MoE layers of the slowest
     stage x micro-batches: the dispatches per step) and a2a_bytes (a2a_scale x one dispatch's
-    bytes), 0 where none of it is exposed for
-    sure (a dense model, or a schedule or overlap that may hide it: only 1F1B with
-    comm.EP_OVERLAP = 0 exposes it all, `comm.shared_overlap` hiding min(t, 0) of it); beside
-    the EP degree and tp x cp (the EP ranks' stride), which place its ranks."""
+    bytes), 0 where none of it is surely exposed (a dense model, or a schedule or overlap
+    that may hide it: only 1F1B with comm.EP_OVERLAP = 0 exposes it all, `comm.shared_overlap`
+    hiding min(t, 0) of it); beside the EP degree and tp x cp (the EP ranks' stride), which
+    place its ranks. The search's layouts keep the default dispatcher (`_a2a_floor`)."""
     if not model.is_moe or comm.EP_OVERLAP != 0.0:
         return dict(a2a_bytes=0.0, a2a_scale=0.0, ep=c.ep, stride=c.tp * c.cp)
     act = hidden_activation_bytes(model, seq_len=c.seq, micro_batch=c.mb, cp=c.cp,
@@ -165,7 +165,8 @@ def _a2a_floor(model: Any, x: dict[str, np.ndarray], hw: Any, stack: int) -> Any
     """The MoE all-to-all's seconds per step of rows with layout terms x on one group's
     hardware (0 where `_a2a_terms` found none surely exposed): `comm.moe_all_to_all_s`'s
     arithmetic per (EP degree, stride) pair (`_pairs`), then per row its bytes x (copies /
-    bandwidth) + latency (copies x bytes / bandwidth regrouped: equal to round-off)."""
+    bandwidth) + latency (copies x bytes / bandwidth regrouped: equal to round-off). The
+    dispatch is deduplicated as the default dispatcher (spec.D_AUTO) is under `stack`."""
     pairs = x["a2a_pairs"]
     if not model.is_moe or pairs.size == 0:
         return 0.0
