@@ -124,7 +124,8 @@ def _layout_terms(req: Any, g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     n = g["gpus"].shape
     out = {k: np.broadcast_to(np.asarray(v, dtype=float), n) for k, v in terms.items()}
     out["prec"] = np.broadcast_to(c.prec.astype(np.intp), n)
-    out["a2a_at"], out["a2a_pairs"] = _pairs(out.pop("ep"), out.pop("stride"))
+    if "ep" in out:
+        out["a2a_at"], out["a2a_pairs"] = _pairs(out.pop("ep"), out.pop("stride"))
     return out
 
 
@@ -137,7 +138,7 @@ def _a2a_terms(model: Any, c: Any, lps: Any) -> dict[str, Any]:
     hiding min(t, 0) of it); beside the EP degree and tp x cp (the EP ranks' stride), which
     place its ranks. The search's layouts keep the default dispatcher (`_a2a_floor`)."""
     if not model.is_moe or comm.EP_OVERLAP != 0.0:
-        return dict(a2a_bytes=0.0, a2a_scale=0.0, ep=c.ep, stride=c.tp * c.cp)
+        return {}
     act = hidden_activation_bytes(model, seq_len=c.seq, micro_batch=c.mb, cp=c.cp,
                                   precision=c.prec)
     scale = np.where(c.schedule == S_1F1B, 4.0 * (model.moe_layers * lps / model.layers) * c.m,
@@ -167,8 +168,8 @@ def _a2a_floor(model: Any, x: dict[str, np.ndarray], hw: Any, stack: int) -> Any
     arithmetic per (EP degree, stride) pair (`_pairs`), then per row its bytes x (copies /
     bandwidth) + latency (copies x bytes / bandwidth regrouped: equal to round-off). The
     dispatch is deduplicated as the default dispatcher (spec.D_AUTO) is under `stack`."""
-    pairs = x["a2a_pairs"]
-    if not model.is_moe or pairs.size == 0:
+    pairs = x.get("a2a_pairs")
+    if not model.is_moe or pairs is None or pairs.size == 0:
         return 0.0
     ep, n_in = pairs[:, 0], comm.ranks_inside(pairs[:, 1], pairs[:, 0],
                                               _scalar(hw.scale_up_domain))
@@ -201,24 +202,29 @@ def terms_of(req: Any, g: dict[str, np.ndarray], table: Any = None) -> dict[str,
         parts = [_layout_terms(req, r) for r in [table.g] + ([table.extra] if table.extra
                                                              else [])]
         n = [p["prec"].size for p in parts]
-        floats = np.empty((len(_FLOATS), sum(n)))
-        for j, k in enumerate(_FLOATS):
+        names = [k for k in _FLOATS if k in parts[0]]  # the all-to-all's (last): MoE alone
+        floats = np.empty((len(names), sum(n)))
+        for j, k in enumerate(names):
             np.concatenate([p[k] for p in parts], out=floats[j])
-        pairs = np.concatenate([p["a2a_pairs"] for p in parts])  # renumbered over both
-        number, table.bounds["a2a_pairs"] = _pairs(pairs[:, 0], pairs[:, 1])
-        offsets = np.cumsum([0] + [p["a2a_pairs"].shape[0] for p in parts[:-1]])
-        table.bounds.update(floats=floats, prec=np.concatenate([p["prec"] for p in parts]),
-                            a2a_at=np.concatenate([number[p["a2a_at"] + o]
-                                                   for p, o in zip(parts, offsets, strict=True)]))
+        table.bounds.update(floats=floats, prec=np.concatenate([p["prec"] for p in parts]))
+        if "a2a_pairs" in parts[0]:
+            pairs = np.concatenate([p["a2a_pairs"] for p in parts])  # renumbered over both
+            number, table.bounds["a2a_pairs"] = _pairs(pairs[:, 0], pairs[:, 1])
+            offsets = np.cumsum([0] + [p["a2a_pairs"].shape[0] for p in parts[:-1]])
+            table.bounds["a2a_at"] = np.concatenate([number[p["a2a_at"] + o] for p, o
+                                                     in zip(parts, offsets, strict=True)])
     row = g["row"]
     at = np.where(row >= 0, row, table.g["gpus"].size - 2 - row)
-    out = dict(zip(_FLOATS, np.take(table.bounds["floats"], at, axis=1), strict=True))
-    out["prec"] = table.bounds["prec"][at]
-    out["a2a_at"], out["a2a_pairs"] = table.bounds["a2a_at"][at], table.bounds["a2a_pairs"]
+    b = table.bounds
+    out = dict(zip(_FLOATS[:len(b["floats"])], np.take(b["floats"], at, axis=1), strict=True))
+    out["prec"] = b["prec"][at]
+    if "a2a_pairs" in b:
+        out["a2a_at"], out["a2a_pairs"] = b["a2a_at"][at], b["a2a_pairs"]
     return out
 
 
-# the float terms of `_layout_terms` (beside `prec`, `a2a_at` and `a2a_pairs`)
+# the float terms of `_layout_terms` (beside `prec`, and for an MoE model `a2a_at` and
+# `a2a_pairs`; the last two floats are an MoE model's alone)
 _FLOATS = ("a_mm", "b_mm", "a_16", "a_at", "inv_d", "mem_bytes", "overhead", "bubble",
            "a2a_bytes", "a2a_scale")
 
