@@ -1,4 +1,4 @@
-"""The MoE all-to-all term of the pruning's step bound (search/prune.py `_a2a_floor`, #12):
+"""The MoE all-to-all term of the pruning's step bound (search/a2a.py, #12):
 under 1F1B with comm.EP_OVERLAP = 0 the time model exposes the whole all-to-all, so the bound
 adds it to the busy time. The term must be the time model's own `ep_comm_s` (to float64
 round-off, regrouped as bytes x (copies / bandwidth)), zero for a dense model, and the plans
@@ -10,6 +10,7 @@ import numpy as np
 
 from gpuplan import api
 from gpuplan.estimators import comm
+from gpuplan.search import a2a
 
 # relative tolerance: the bound multiplies the same float64 factors in another order (a few
 # ulps, ~1e-16 each); 1e-12 leaves room for that and none for a missing or extra factor
@@ -41,10 +42,10 @@ def _a2a_and_ep_comm(req, jobs, table) -> tuple[np.ndarray, np.ndarray]:
         if g["gpus"].size == 0:
             continue
         x = prune.terms_of(req, g, table)
-        a2a = np.broadcast_to(prune._a2a_floor(req.model, x, clock.hw, clock.stack),
+        term = np.broadcast_to(a2a.floor(req.model, x, clock.hw, clock.stack),
                               g["gpus"].shape)
         t = prune.time_many(req, [(prune.filled(table, g), clock, None)])[0]
-        got.append(a2a)
+        got.append(term)
         want.append(t.full("ep_comm_s"))
     return np.concatenate(got), np.concatenate(want)
 

@@ -18,7 +18,7 @@ memory_s and the layer overhead are evaluated as `timing._compute_parts` does, f
 helpers (FLOPs, slowest stage, efficiencies, peaks), at a few operations per row: the layout
 alone decides most factors, the group's hardware and efficiency scale them. a2a is the MoE
 all-to-all where it is all exposed (1F1B, comm.EP_OVERLAP = 0: `shared_overlap` hides
-min(t, 0) of it), else 0 (`_a2a_terms`, `_a2a_floor`); on an MoE model whose dispatch crosses
+min(t, 0) of it), else 0 (search/a2a.py); on an MoE model whose dispatch crosses
 nodes it is most of the gap between the bound and the step.
 
 Steps (`timed_rows`): the bound of every row; per group and count, a few rows of small bound
@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from ..estimators import comm, timing
+from ..estimators import timing
 from ..estimators.compute import (
     MOE_LOAD_IMBALANCE,
     elementwise_bytes_per_token_layer,
@@ -53,10 +53,11 @@ from ..estimators.compute import (
     logits_bytes_per_token,
 )
 from ..estimators.recompute import full_share
-from ..estimators.shapes import act_element_bytes, hidden_activation_bytes, tokens_per_rank
+from ..estimators.shapes import act_element_bytes, tokens_per_rank
 from ..rules import LayoutArrays
-from ..spec import D_AUTO, FP8, PRECISIONS, S_1F1B, moe_dedup
+from ..spec import FP8, PRECISIONS
 from ..workload import finetune_of
+from . import a2a
 from . import twins as tw
 from .timed import _TIMED_KEYS as _TIMED
 from .timed import filled, layout_of, time_many
@@ -120,76 +121,13 @@ def _layout_terms(req: Any, g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
                      a_at=stage * attn, inv_d=1.0 / d,
                      mem_bytes=tokens_gpu / c.tp * per_token * repeat,
                      overhead=lps * c.m * repeat, bubble=1.0 + timing._bubble_fraction(c),
-                     **_a2a_terms(model, c, lps))
+                     **a2a.layout_terms(model, c, lps))
     n = g["gpus"].shape
     out = {k: np.broadcast_to(np.asarray(v, dtype=float), n) for k, v in terms.items()}
     out["prec"] = np.broadcast_to(c.prec.astype(np.intp), n)
     if "ep" in out:
-        out["a2a_at"], out["a2a_pairs"] = _pairs(out.pop("ep"), out.pop("stride"))
+        out["a2a_at"], out["a2a_pairs"] = a2a.pairs(out.pop("ep"), out.pop("stride"))
     return out
-
-
-def _a2a_terms(model: Any, c: Any, lps: Any) -> dict[str, Any]:
-    """The layout's factors of the MoE all-to-all's seconds per step (`comm.moe_all_to_all_s`
-    as `timing._model_parallel_comm` calls it): a2a_scale (4 x MoE layers of the slowest
-    stage x micro-batches: the dispatches per step) and a2a_bytes (a2a_scale x one dispatch's
-    bytes), 0 where none of it is surely exposed (a dense model, or a schedule or overlap
-    that may hide it: only 1F1B with comm.EP_OVERLAP = 0 exposes it all, `comm.shared_overlap`
-    hiding min(t, 0) of it); beside the EP degree and tp x cp (the EP ranks' stride), which
-    place its ranks. The search's layouts keep the default dispatcher (`_a2a_floor`)."""
-    if not model.is_moe or comm.EP_OVERLAP != 0.0:
-        return {}
-    act = hidden_activation_bytes(model, seq_len=c.seq, micro_batch=c.mb, cp=c.cp,
-                                  precision=c.prec)
-    scale = np.where(c.schedule == S_1F1B, 4.0 * (model.moe_layers * lps / model.layers) * c.m,
-                     0.0)
-    return dict(a2a_bytes=scale * (act / c.tp * MOE_LOAD_IMBALANCE), a2a_scale=scale, ep=c.ep,
-                stride=c.tp * c.cp)
-
-
-def _pairs(ep: np.ndarray, stride: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(each row's number among the distinct (EP degree, stride) pairs, those pairs as a
-    (k, 2) float array): the all-to-all's per-pair factors are computed once per pair."""
-    e, s = ep.astype(np.int64), stride.astype(np.int64)
-    if e.size == 0:
-        return np.zeros(0, dtype=np.intp), np.zeros((0, 2))
-    width = int(s.max()) + 1
-    key = e * width + s
-    present = np.zeros(int(key.max()) + 1, dtype=bool)
-    present[key] = True
-    codes = np.flatnonzero(present)
-    number = np.cumsum(present, dtype=np.intp) - 1
-    return number[key], np.stack([codes // width, codes % width], axis=1).astype(float)
-
-
-def _a2a_floor(model: Any, x: dict[str, np.ndarray], hw: Any, stack: int) -> Any:
-    """The MoE all-to-all's seconds per step of rows with layout terms x on one group's
-    hardware (0 where `_a2a_terms` found none surely exposed): `comm.moe_all_to_all_s`'s
-    arithmetic per (EP degree, stride) pair (`_pairs`), then per row its bytes x (copies /
-    bandwidth) + latency (copies x bytes / bandwidth regrouped: equal to round-off). The
-    dispatch is deduplicated as the default dispatcher (spec.D_AUTO) is under `stack`."""
-    pairs = x.get("a2a_pairs")
-    if not model.is_moe or pairs is None or pairs.size == 0:
-        return 0.0
-    ep, n_in = pairs[:, 0], comm.ranks_inside(pairs[:, 1], pairs[:, 0],
-                                              _scalar(hw.scale_up_domain))
-    out = _scalar(hw.scale_out_bytes_per_s)
-    logical = comm.dispatch_logical_bw(out, getattr(hw, "scale_out_dispatch_share", np.nan))
-    dedup = bool(moe_dedup(D_AUTO, stack))
-    k = model.experts_per_token
-    with np.errstate(divide="ignore", invalid="ignore"):
-        inner, outer = comm.a2a_token_copies(ep, n_in, model.experts, k, dedup)
-        hit = (comm.a2a_logical_copies(ep, n_in, model.experts, k) if dedup
-               else np.zeros_like(ep))
-        rate = np.maximum(np.maximum(
-            comm._transfer_s(inner, 1.0, _scalar(hw.scale_up_bytes_per_s)),
-            comm._transfer_s(outer, 1.0, out * comm.NET_EFFICIENCY)),
-            comm._transfer_s(hit, 1.0, _scalar(logical)))
-        n_i = np.clip(n_in, 1.0, ep)
-        lat = np.where(ep > 1, (n_i - 1.0) * _scalar(hw.scale_up_latency_s)
-                       + (ep / n_i - 1.0) * _scalar(hw.scale_out_latency_s), 0.0)
-    at = x["a2a_at"]
-    return x["a2a_bytes"] * rate[at] + x["a2a_scale"] * lat[at]
 
 
 def terms_of(req: Any, g: dict[str, np.ndarray], table: Any = None) -> dict[str, np.ndarray]:
@@ -209,7 +147,7 @@ def terms_of(req: Any, g: dict[str, np.ndarray], table: Any = None) -> dict[str,
         table.bounds.update(floats=floats, prec=np.concatenate([p["prec"] for p in parts]))
         if "a2a_pairs" in parts[0]:
             pairs = np.concatenate([p["a2a_pairs"] for p in parts])  # renumbered over both
-            number, table.bounds["a2a_pairs"] = _pairs(pairs[:, 0], pairs[:, 1])
+            number, table.bounds["a2a_pairs"] = a2a.pairs(pairs[:, 0], pairs[:, 1])
             offsets = np.cumsum([0] + [p["a2a_pairs"].shape[0] for p in parts[:-1]])
             table.bounds["a2a_at"] = np.concatenate([number[p["a2a_at"] + o] for p, o
                                                      in zip(parts, offsets, strict=True)])
@@ -234,7 +172,7 @@ def floors(x: dict[str, np.ndarray], hw: Any, eff: Any, model: Any = None,
     """(lower bound of step_s, lower bound of compute + memory + overhead + optimizer) of
     rows with layout terms x (`terms_of`) on one group's hardware and efficiency; with the
     `model` (and the group's `stack`), the step's bound counts the MoE all-to-all where it is
-    surely exposed (`_a2a_floor`: a part of the busy time, as compute is)."""
+    surely exposed (`a2a.floor`: a part of the busy time, as compute is)."""
     codes = np.arange(len(PRECISIONS))
     mmax, half = (float(np.asarray(v).reshape(-1)[0]) for v in (eff.matmul_max, eff.half_dim))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -247,8 +185,8 @@ def floors(x: dict[str, np.ndarray], hw: Any, eff: Any, model: Any = None,
         memory = x["mem_bytes"] * _scalar(1.0 / (np.asarray(hw.memory_bandwidth_bytes_per_s)
                                                  * np.asarray(eff.memory_fraction)))
         floor = compute + memory + _scalar(eff.layer_overhead_s) * x["overhead"]
-        a2a = 0.0 if model is None else _a2a_floor(model, x, hw, stack)
-        return (floor + a2a) * x["bubble"], floor
+        lag = 0.0 if model is None else a2a.floor(model, x, hw, stack)
+        return (floor + lag) * x["bubble"], floor
 
 
 def _sound(clock: Any) -> bool:
