@@ -332,8 +332,7 @@ def test_a_broken_bound_falls_back_to_timing_every_row(monkeypatch):
     ask = PRUNE_CASES[0]
     want = _plan_json(monkeypatch, False, **ask)
     original = prune.floors
-    monkeypatch.setattr(prune, "floors", lambda x, hw, eff: tuple(
-        b * 3.0 for b in original(x, hw, eff)))
+    monkeypatch.setattr(prune, "floors", lambda *a: tuple(b * 3.0 for b in original(*a)))
     monkeypatch.setattr(prune, "stats", prune.Stats())
     assert _plan_json(monkeypatch, True, **ask) == want
     assert prune.stats.fell_back

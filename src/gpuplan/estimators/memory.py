@@ -94,10 +94,10 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import ADAFACTOR, ADAMW, FP8, FP32, O_ACTIVATIONS, S_DUALPIPE, SGD, Layout, ModelSpec
+from ..spec import ADAFACTOR, ADAMW, O_ACTIVATIONS, S_DUALPIPE, SGD, Layout, ModelSpec
 from ..workload import finetune_of
 from . import buffers as bufm
-from . import distinct, finetune
+from . import distinct, finetune, state
 from .activations import (
     inflight_microbatches,
     layer_activation_bytes,
@@ -108,21 +108,17 @@ from .buffers import logits_bytes
 from .recompute import (
     bit,
     offload_share,
-    offload_state,
     offloaded_activations,
     offloaded_layers_bytes,
     stored_bytes,
     transient_bytes,
 )
 from .shapes import (
-    StageParams,
     act_element_bytes,
-    expert_shard_group,
     pipeline_stages,
-    shard_group,
-    sharded_params,
     tokens_per_rank,
 )
+from .state import EMA_BYTES  # noqa: F401  (memory_one reads it here)
 
 __all__ = ["MemoryBreakdown", "memory_breakdown", "layer_activation_bytes",
            "layer_recompute_transient_bytes", "model_state_bytes_per_param",
@@ -135,7 +131,6 @@ __all__ = ["MemoryBreakdown", "memory_breakdown", "layer_activation_bytes",
 _WEIGHT_B = np.array([4.0, 2.0, 2.0, 3.0])
 _GRAD_B = np.array([4.0, 2.0, 2.0, 2.0])
 _MASTER_B = np.array([0.0, 4.0, 4.0, 4.0])  # fp32 master copy kept by the optimizer when mixed
-EMA_BYTES = 4.0  # a parameter EMA in fp32 (buffers.StackBuffers.ema)
 
 
 def adafactor_state_per_param(model: ModelSpec) -> float:
@@ -373,7 +368,11 @@ def _offload_acts(d: dict[str, Any], L: Layout, P: Any, m: Any, held: Any, store
     """Activation offload of a rank (`recompute.offloaded_activations`; with offload_layers,
     the first ones of its layers, `recompute.offload_share`): the bytes leaving the GPU, added
     to `d`'s offloaded; each micro-batch's saved bytes of those layers go out and come back
-    over the host link (`host_traffic`)."""
+    over the host link (`host_traffic`). Where no row has the activations' offload bit
+    nothing leaves or moves (0: `d` unchanged, as adding zeros leaves it)."""
+    if (not np.any(bit(L.offload, O_ACTIVATIONS))
+            and np.shape(d["offloaded"]) == np.shape(d["host_traffic"]) == np.shape(kept)):
+        return 0.0
     nl = P.dense_layers + P.moe_layers
     share = offload_share(L.offload_layers, nl)
     chosen = offloaded_layers_bytes(L.offload_layers, nl, held, stored, kept)
@@ -407,9 +406,10 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
     pp = np.asarray(L.pp)
     placed = distinct.once(lambda x: pipeline_stages(model, x.tp, x.pp, x.ep, x.vpp,  # (first,
         x.first_stage_layers, x.last_stage_layers), L, distinct.STAGE_READS, sb)  # last, second)
+    shared = state.shared(L, wb, gb, ob, m, sb)  # the stages' common factors, computed once
     for P, rank, emb, last in ((placed[0], 0, 1.0, pp == 1), (placed[2], pp - 1, 0.0, True),
                                (placed[1], 1, 0.0, False)):
-        d = bufm.dualpipe_copies(_state(P, L, wb, gb, ob, m, sb), dual)
+        d = bufm.dualpipe_copies(state.stage_state(P, shared, sb), dual)
         # the loss's fp32 tensors (saved log-softmax + copies) are one chunk's (buffers.py)
         head = acts.head + ((1.0 + sb["loss_fp32_copies"]) / sb["loss_chunks"] - 1.0) \
             * acts.loss_copy
@@ -448,53 +448,3 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
 _ALLOCATED = ("weights", "gradients", "optimizer", "activations", "logits", "gathered",
               "grad_bucket", "grad_accum", "fp8_weights", "moe_tokens", "ema")
 
-
-def _state(P: StageParams, L: Layout, wb: Any, gb: Any, ob: Any, m: Any,
-           sb: dict[str, Any]) -> dict[str, Any]:
-    """Weights, gradients, optimizer state and the ZeRO buffers of one stage's GPU.
-
-    ZeRO-1/2/3 shard optimizer state / + gradients / + weights over dp*cp (experts over
-    dp*cp/ep); a shard group of 1 shards nothing. ZeRO-2 and 3 reduce-scatter each layer's
-    gradients as backward produces them, so one layer's unsharded gradients are alive at a
-    time (`grad_bucket`; FSDP's unsharded gradient before its reduce-scatter, DeepSpeed's
-    reduce bucket). ZeRO-3 gathers the current layer and prefetches the next (FSDP's default),
-    so it holds min(2, layers on the stage) gathered layers plus the root unit (`gathered`).
-    Experts whose shard group is 1 are neither sharded nor gathered. The stack's buffers
-    (`sb`, buffers.StackBuffers.pick): the accumulation buffer in the reduce dtype, the reduce
-    copy in the bucket, and FP8 weight copies, which follow the weights' sharding (the 1 B copy
-    of the 3 B fp8 weight is moved into `fp8_weights`; its transpose: buffers.fp8_copy_bytes).
-    """
-    zero, precision = np.asarray(L.zero), np.asarray(L.precision, dtype=np.intp)
-    group, sg = shard_group(L.dp, L.cp, L.shard_group), L.shard_group
-    egroup = expert_shard_group(L.dp, L.cp, L.ep, sg)
-    n_grad, n_opt, n_w = (sharded_params(P, L.dp, L.cp, L.ep, zero >= z, sg) for z in (2, 1, 3))
-    fp8 = precision == FP8
-    primary = fp8 & sb["fp8_primary_weights"]
-    # bf16 weights and the fp8 copies as their own part; FP8 primary weights: 1 B each; the
-    # root (embedding, LM head) stays 16-bit without FP8 copies (buffers.root_weight_bytes)
-    wroot, r_w = bufm.root_weight_bytes(wb, fp8), P.root / np.where(zero >= 3, group, 1.0)
-    wb = np.where(primary, 1.0, wb - fp8)
-    weights = wb * (n_w - r_w) + wroot * r_w
-    opt = ob * n_opt
-    accum_b = bufm.grad_accum_bytes(mixed=precision != FP32, microbatches=m, grad_bytes=gb, sb=sb)
-    unit = P.unit - np.where(egroup > 1, 0.0, P.unit_expert)  # the sharded part of a layer
-    gather = (zero >= 3) & (group > 1)
-    layers = np.minimum(2.0, P.dense_layers + P.moe_layers)
-    # torchtitan / FSDP2 under PP: the whole stage stays gathered, its gradients unsharded
-    whole = gather & sb["pp_unsharded_step"] & (np.asarray(L.pp) > 1)
-    stage = P.dense + np.where(egroup > 1, P.expert, 0.0)  # what ZeRO-3 shards and gathers
-    accum = np.where(whole, bufm.pp_unsharded_grad_bytes(gb, sb) * stage, accum_b * n_grad)
-    st = offload_state(L.offload, zero, m, weights=weights, grads=gb * n_grad, accum=accum,
-                       opt=opt, opt_grads=gb * n_opt, opt_weights=wb * n_opt)
-    ema: Any = 0.0
-    if sb.get("any_ema", True):  # an fp32 EMA of the parameters this GPU updates
-        ema = EMA_BYTES * n_opt
-        st["offloaded"] = st["offloaded"] + np.where(sb["ema"] == "host", ema, 0.0)
-        ema = np.where(sb["ema"] == "gpu", ema, 0.0)
-    return dict(**st, ema=ema, gathered=np.where(gather, wb * np.where(
-                    whole, stage - P.root, layers * unit) + wroot * P.root, 0.0),
-                grad_bucket=np.where((zero >= 2) & (group > 1),
-                                     bufm.grad_bucket_bytes(gb, sb) * unit, 0.0),
-                fp8_weights=np.where(fp8, bufm.fp8_copy_bytes(sb) - primary, 0.0) * (n_w - r_w),
-                zero3_saving=np.where(gather, wb * (P.total - P.root) + wroot * P.root - weights,
-                                      0.0))

@@ -9,14 +9,17 @@ skipped, if it provably runs (a finite step); for a ZeRO-3 row whose HSDP copy t
 reads, `twins.settle` then decides the rule's verdict (from the floor bound and a ceiling,
 timing only the few rows between). The proof is a lower bound of the step (`floors`):
 
-    step_s >= (1 + bubble fraction) x (compute_s + memory_s + layer overhead)
+    step_s >= (1 + bubble fraction) x (compute_s + memory_s + layer overhead + a2a)
 
 since step_s = busy + sync + optimizer + exposed PP/DP/offload + bubble, bubble = fraction x
 busy and busy = compute + memory + overhead + exposed TP/CP/EP, every part >= 0
 (`timing.step_time`; `comm.shared_overlap` never exposes less than nothing). compute_s,
 memory_s and the layer overhead are evaluated as `timing._compute_parts` does, from the same
 helpers (FLOPs, slowest stage, efficiencies, peaks), at a few operations per row: the layout
-alone decides most factors, the group's hardware and efficiency scale them.
+alone decides most factors, the group's hardware and efficiency scale them. a2a is the MoE
+all-to-all where it is all exposed (1F1B, comm.EP_OVERLAP = 0: `shared_overlap` hides
+min(t, 0) of it), else 0 (search/a2a.py); on an MoE model whose dispatch crosses
+nodes it is most of the gap between the bound and the step.
 
 Steps (`timed_rows`): the bound of every row; per group and count, a few rows of small bound
 and a sample of the others are timed first (`_probed`, all groups' probes in a few calls);
@@ -54,6 +57,7 @@ from ..estimators.shapes import act_element_bytes, tokens_per_rank
 from ..rules import LayoutArrays
 from ..spec import FP8, PRECISIONS
 from ..workload import finetune_of
+from . import a2a
 from . import twins as tw
 from .timed import _TIMED_KEYS as _TIMED
 from .timed import filled, layout_of, time_many
@@ -116,10 +120,13 @@ def _layout_terms(req: Any, g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         terms = dict(a_mm=main + ex, b_mm=main / d + ex / d_ex, a_16=stage * head16,
                      a_at=stage * attn, inv_d=1.0 / d,
                      mem_bytes=tokens_gpu / c.tp * per_token * repeat,
-                     overhead=lps * c.m * repeat, bubble=1.0 + timing._bubble_fraction(c))
+                     overhead=lps * c.m * repeat, bubble=1.0 + timing._bubble_fraction(c),
+                     **a2a.layout_terms(model, c, lps))
     n = g["gpus"].shape
     out = {k: np.broadcast_to(np.asarray(v, dtype=float), n) for k, v in terms.items()}
     out["prec"] = np.broadcast_to(c.prec.astype(np.intp), n)
+    if "ep" in out:
+        out["a2a_at"], out["a2a_pairs"] = a2a.pairs(out.pop("ep"), out.pop("stride"))
     return out
 
 
@@ -133,24 +140,39 @@ def terms_of(req: Any, g: dict[str, np.ndarray], table: Any = None) -> dict[str,
         parts = [_layout_terms(req, r) for r in [table.g] + ([table.extra] if table.extra
                                                              else [])]
         n = [p["prec"].size for p in parts]
-        floats = np.empty((len(_FLOATS), sum(n)))
-        for j, k in enumerate(_FLOATS):
+        names = [k for k in _FLOATS if k in parts[0]]  # the all-to-all's (last): MoE alone
+        floats = np.empty((len(names), sum(n)))
+        for j, k in enumerate(names):
             np.concatenate([p[k] for p in parts], out=floats[j])
         table.bounds.update(floats=floats, prec=np.concatenate([p["prec"] for p in parts]))
+        if "a2a_pairs" in parts[0]:
+            pairs = np.concatenate([p["a2a_pairs"] for p in parts])  # renumbered over both
+            number, table.bounds["a2a_pairs"] = a2a.pairs(pairs[:, 0], pairs[:, 1])
+            offsets = np.cumsum([0] + [p["a2a_pairs"].shape[0] for p in parts[:-1]])
+            table.bounds["a2a_at"] = np.concatenate([number[p["a2a_at"] + o] for p, o
+                                                     in zip(parts, offsets, strict=True)])
     row = g["row"]
     at = np.where(row >= 0, row, table.g["gpus"].size - 2 - row)
-    out = dict(zip(_FLOATS, np.take(table.bounds["floats"], at, axis=1), strict=True))
-    out["prec"] = table.bounds["prec"][at]
+    b = table.bounds
+    out = dict(zip(_FLOATS[:len(b["floats"])], np.take(b["floats"], at, axis=1), strict=True))
+    out["prec"] = b["prec"][at]
+    if "a2a_pairs" in b:
+        out["a2a_at"], out["a2a_pairs"] = b["a2a_at"][at], b["a2a_pairs"]
     return out
 
 
-# the float terms of `_layout_terms` (beside `prec`)
-_FLOATS = ("a_mm", "b_mm", "a_16", "a_at", "inv_d", "mem_bytes", "overhead", "bubble")
+# the float terms of `_layout_terms` (beside `prec`, and for an MoE model `a2a_at` and
+# `a2a_pairs`; the last two floats are an MoE model's alone)
+_FLOATS = ("a_mm", "b_mm", "a_16", "a_at", "inv_d", "mem_bytes", "overhead", "bubble",
+           "a2a_bytes", "a2a_scale")
 
 
-def floors(x: dict[str, np.ndarray], hw: Any, eff: Any) -> tuple[np.ndarray, np.ndarray]:
+def floors(x: dict[str, np.ndarray], hw: Any, eff: Any, model: Any = None,
+           stack: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(lower bound of step_s, lower bound of compute + memory + overhead + optimizer) of
-    rows with layout terms x (`terms_of`) on one group's hardware and efficiency."""
+    rows with layout terms x (`terms_of`) on one group's hardware and efficiency; with the
+    `model` (and the group's `stack`), the step's bound counts the MoE all-to-all where it is
+    surely exposed (`a2a.floor`: a part of the busy time, as compute is)."""
     codes = np.arange(len(PRECISIONS))
     mmax, half = (float(np.asarray(v).reshape(-1)[0]) for v in (eff.matmul_max, eff.half_dim))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -163,7 +185,8 @@ def floors(x: dict[str, np.ndarray], hw: Any, eff: Any) -> tuple[np.ndarray, np.
         memory = x["mem_bytes"] * _scalar(1.0 / (np.asarray(hw.memory_bandwidth_bytes_per_s)
                                                  * np.asarray(eff.memory_fraction)))
         floor = compute + memory + _scalar(eff.layer_overhead_s) * x["overhead"]
-        return floor * x["bubble"], floor
+        lag = 0.0 if model is None else a2a.floor(model, x, hw, stack)
+        return (floor + lag) * x["bubble"], floor
 
 
 def _sound(clock: Any) -> bool:
@@ -262,24 +285,30 @@ def _bounds(req: Any, jobs: Jobs, table: Any) -> list[Any]:
             continue
         x = terms_of(req, g, table)
         for i in members:
-            step_lb, floor_lb = floors(x, jobs[i][1].hw, jobs[i][1].eff)
+            step_lb, floor_lb = floors(x, jobs[i][1].hw, jobs[i][1].eff, req.model,
+                                       jobs[i][1].stack)
             ok = np.isfinite(step_lb) & (step_lb > 0) & (g["host_traffic"] == 0)
             out[i] = (step_lb, floor_lb, ok)
             stats.bounded += g["gpus"].size
     return out
 
 
-def _probed(req: Any, jobs: Jobs, bounds: list[Any], table: Any = None) -> list[Any] | None:
+def _probed(req: Any, jobs: Jobs, bounds: list[Any], table: Any = None,
+            known: list[Any] | None = None) -> list[Any] | None:
     """Per prunable job, the fastest step of its probes (`_probes`, and every SAMPLE-th
     eligible row; all timed in a few calls) at each row's GPU count (inf where none ran);
     None when the bound fails on a probe (`_holds`: the probes are the rows where it is
-    tightest, the sample the others)."""
+    tightest, the sample the others). `known`: per job, a step already timed at each row's
+    count (`_known`): rows whose bound is above it are skipped whatever the probes find, so
+    none of them is chosen as a probe (the sample still takes them)."""
     probes = []
     for i, b in enumerate(bounds):
         if b is not None:
             ok = b[2]
             sample = np.flatnonzero(ok)[::SAMPLE]
-            probes.append((i, np.union1d(_probes(jobs[i][0], b[0], ok), sample)))
+            lead = ok if known is None or known[i] is None else (
+                ok & ~(b[0] > known[i] * (1.0 + MARGIN)))
+            probes.append((i, np.union1d(_probes(jobs[i][0], b[0], lead), sample)))
     steps = time_many(req, [({k: v for k, v in filled(table, {k: v[rows] for k, v in
                                                              jobs[i][0].items()}).items()
                               if k in _TIMED}, jobs[i][1], None) for i, rows in probes])
@@ -370,13 +399,13 @@ def timed_rows(req: Any, jobs: Jobs, table: Any = None, known: list[Any] | None 
     if not ENABLED or finetune_of(req.model) is not None:
         return _every(req, jobs, table)
     bounds = _bounds(req, jobs, table)
-    best = _probed(req, jobs, bounds, table)
+    near = None if known is None else _known(jobs, bounds, known)
+    best = _probed(req, jobs, bounds, table, near)
     if best is None:  # the bound failed on a probe: time every row
         stats.fell_back = True
         return _every(req, jobs, table)
-    if known is not None:
-        best = [b if k is None else np.minimum(b, k)
-                for b, k in zip(best, _known(jobs, bounds, known), strict=True)]
+    if near is not None:
+        best = [b if k is None else np.minimum(b, k) for b, k in zip(best, near, strict=True)]
     kept, skipped, deferred = _kept(req, jobs, table, bounds, best)
     timings = time_many(req, [(g, c, key) for g, (_, c, key) in zip(kept, jobs, strict=True)])
     busy = None
