@@ -15,7 +15,7 @@ from gpuplan.calibrate.groups import coverage, quantiles, residual_table
 from gpuplan.catalog import package_data_path
 from gpuplan.errors import ConfigError
 from gpuplan.report import estimate as rep_estimate
-from gpuplan.report.fmt import pct
+from gpuplan.report.fmt import duration_range, pct, usd
 from gpuplan.report.validation import residuals_toml
 from gpuplan.search.intervals import GUESS_WIDEN, at_confidence, interval
 from gpuplan.validation import cross_validate, summary
@@ -144,6 +144,26 @@ def test_plan_rows_carry_ranges_and_confidence_ranks_on_p90():
     # ranked on P90 against the 30-day deadline: every plan kept has its P90 time within it
     assert p90.confidence == 0.9
     assert all(p.time_to_train_days_p90 <= 30 + 1e-9 for p in p90.plans)
+
+
+def test_web_and_html_plan_rows_show_the_p10_p90_ranges():
+    """The page's ranked table (report.html.plan_rows, also the HTML report) prints each
+    plan's time and cost with its P10-P90 range, the figures of the JSON, as the text does."""
+    from gpuplan.report.html import plan_rows
+    from gpuplan.report.plan import to_json
+
+    doc = to_json(gpuplan.plan(model="llama3-8b", tokens="1T", gpu="h100-sxm", max_gpus=64,
+                               top=3))
+    rows = plan_rows(doc["plans"])
+    assert len(rows) == len(doc["plans"]) >= 1
+    for row, p in zip(rows, doc["plans"], strict=True):
+        time_cell, cost_cell = row[8], row[9]
+        lo, hi = p["time_to_train_days_p10"], p["time_to_train_days_p90"]
+        assert lo < p["time_to_train_days"] < hi
+        assert time_cell == duration_range(p["time_to_train_days"], lo, hi)
+        assert time_cell.endswith(")") and "(" in time_cell
+        assert cost_cell == (f"{usd(p['cost_usd'])} ({usd(p['cost_usd_p10'])}-"
+                             f"{usd(p['cost_usd_p90'])})")
 
 
 def test_confidence_quantile_and_bounds(cat):

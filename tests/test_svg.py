@@ -196,3 +196,21 @@ def test_html_report_is_self_contained(run_json):
     assert 'data-chart="buy-rent"' in render_html("tco", tco)
     est = run_json("estimate", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8")
     assert 'data-chart="memory"' in render_html("estimate", est)
+
+
+def test_layout_text_is_the_text_tables_layout_with_vpp_hsdp_and_offload():
+    """The page, the charts and the text table name a layout the same way: an interleaved
+    pipeline as pp2x4, the HSDP shard group and the offloaded parts are not dropped."""
+    import dataclasses
+
+    import gpuplan
+    from gpuplan.report.plan import _layout
+    from gpuplan.report.plan import to_json as plan_json
+    from gpuplan.report.svg import layout_text
+
+    result = gpuplan.plan(model="llama3-8b", tokens="1T", gpu="h100-sxm", max_gpus=64, top=2)
+    row = dataclasses.replace(result.plans[0], tp=4, pp=2, vpp=4, dp=8, zero=3,
+                              micro_batch=1, shard_group=8, offload_parts=("optimizer",))
+    assert _layout(row) == "tp4 pp2x4 dp8 z3 mb1 hsdp8 off:opt"
+    doc = plan_json(dataclasses.replace(result, plans=(row,)))
+    assert layout_text(doc["plans"][0]) == _layout(row)

@@ -13,7 +13,7 @@ from typing import Any
 
 from . import svg
 from .estimate import memory_rows
-from .fmt import duration, num, usd
+from .fmt import duration_range, num, usd, usd_range
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;color:#1f2933;margin:2rem auto;
@@ -41,7 +41,10 @@ def table(headers: tuple[tuple[str, str], ...], rows: list[list[Any]]) -> str:
 
 def plan_rows(plans: list[dict[str, Any]]) -> list[list[Any]]:
     return [[i, p["gpu"], p["gpus"], svg.layout_text(p), p["precision"], p["recompute"],
-             p["platform"], p["pricing"], duration(p["time_to_train_days"]), usd(p["cost_usd"]),
+             p["platform"], p["pricing"],
+             duration_range(p["time_to_train_days"], p.get("time_to_train_days_p10"),
+                            p.get("time_to_train_days_p90")),
+             usd_range(p["cost_usd"], p.get("cost_usd_p10"), p.get("cost_usd_p90")),
              f"{p['mfu'] * 100:.0f}%", f"{p['memory_gib_per_gpu']:.0f}/{p['gpu_memory_gib']:.0f}",
              p["bottleneck"]] for i, p in enumerate(plans, 1)]
 
@@ -125,8 +128,10 @@ def _estimate(r: dict[str, Any]) -> list[str]:
            "<h2>Memory per GPU (GiB)</h2>", table((("part", ""), ("GiB", "r")), rows),
            _list(r.get("suggestions") or [])]
     if r.get("time_to_train_days"):
-        out.append(f"<p>{duration(r['time_to_train_days'])} to train; cost "
-                   f"{usd(r.get('cost_usd'))}</p>")
+        days = duration_range(r["time_to_train_days"], r.get("time_to_train_days_p10"),
+                              r.get("time_to_train_days_p90"))
+        cost = usd_range(r.get("cost_usd"), r.get("cost_usd_p10"), r.get("cost_usd_p90"))
+        out.append(f"<p>{escape(days)} to train (P10-P90 in brackets); cost {escape(cost)}</p>")
     out += ["<h2>Charts</h2>", _charts("estimate", r)]
     return out
 

@@ -17,20 +17,15 @@ from .reasons import (
     platform_entry,
     reason,
 )
+from .svg import layout_text
+
+# the PlanRow fields `svg.layout_text` reads
+LAYOUT_KEYS = ("tp", "pp", "vpp", "dp", "cp", "ep", "zero", "micro_batch", "shard_group",
+               "offload_parts")
 
 
 def _layout(p: PlanRow) -> str:
-    parts = [f"tp{p.tp}", f"pp{p.pp}" + (f"x{p.vpp}" if p.vpp > 1 else ""), f"dp{p.dp}"]
-    if p.cp > 1:
-        parts.append(f"cp{p.cp}")
-    if p.ep > 1:
-        parts.append(f"ep{p.ep}")
-    parts += [f"z{p.zero}", f"mb{p.micro_batch}"]
-    if getattr(p, "shard_group", 0):
-        parts.append(f"hsdp{p.shard_group}")
-    if getattr(p, "offload_parts", ()):
-        parts.append("off:" + "+".join(x[:3] for x in p.offload_parts))
-    return " ".join(parts)
+    return layout_text({k: getattr(p, k) for k in LAYOUT_KEYS})
 
 
 def plans_table(plans: tuple[PlanRow, ...]) -> str:

@@ -19,7 +19,7 @@ domains, so tests can check each mark against the JSON it came from.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
@@ -174,10 +174,18 @@ def _empty(kind: str, title: str, message: str) -> str:
 
 # --- Pareto front: cost against days --------------------------------------------------------
 
-def layout_text(p: dict[str, Any]) -> str:
-    parts = [f"tp{p['tp']}", f"pp{p['pp']}", f"dp{p['dp']}"]
-    parts += [f"{k}{p[k]}" for k in ("cp", "ep") if p.get(k, 1) > 1]
-    return " ".join(parts + [f"z{p['zero']}", f"mb{p['micro_batch']}"])
+def layout_text(p: Mapping[str, Any]) -> str:
+    """A layout in one short line, the same in the text, the page and the charts:
+    'tp4 pp2x4 dp256 z3 mb1 hsdp8' (x vpp where interleaved, hsdp shard group, off: parts)."""
+    vpp = p.get("vpp") or 1
+    parts = [f"tp{p['tp']}", f"pp{p['pp']}" + (f"x{vpp}" if vpp > 1 else ""), f"dp{p['dp']}"]
+    parts += [f"{k}{p[k]}" for k in ("cp", "ep") if (p.get(k) or 1) > 1]
+    parts += [f"z{p['zero']}", f"mb{p['micro_batch']}"]
+    if p.get("shard_group"):
+        parts.append(f"hsdp{p['shard_group']}")
+    if p.get("offload_parts"):
+        parts.append("off:" + "+".join(str(x)[:3] for x in p["offload_parts"]))
+    return " ".join(parts)
 
 
 def _key(p: dict[str, Any]) -> tuple[Any, ...]:
