@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from .calibrate.calibration_set import calibration_set_reason as calibration_set_reason
+from .calibrate.fit_cache import FitCache, constants_key
 from .calibrate.memory_fit import MemoryFit, layout_fields, memory_options, run_fit
 from .calibrate.memory_fit import int_field as _int
 from .calibrate.releases import newest_runs, source_group
@@ -110,30 +112,6 @@ def load_runs() -> list[dict[str, str]]:
     return read_package_csv(RUNS_FILE)
 
 
-# The calibration set (../shared/data/README.md, "Which runs may be used to fit model
-# constants"): the runs of the public list (column `public_id` names the run there), plus two
-# groups of llm-foundry benchmark rows the list lacks: sequence length >= 4,096, and MPT-13B on
-# 8 x H100 in BF16. Only rows of this set may be marked `fit`.
-LLMFOUNDRY_SOURCE = "llm-foundry, scripts/train/benchmarking/README.md"
-LONG_CONTEXT_MIN_SEQ = 4096
-
-
-def calibration_set_reason(row: dict[str, str]) -> str:
-    """Why a run may be used to fit constants ('' if it may not): 'public list',
-    'llm-foundry long context' or 'llm-foundry MPT-13B 8xH100 BF16'."""
-    if row.get("public_id", "").strip():
-        return "public list"
-    if LLMFOUNDRY_SOURCE not in row.get("source", ""):
-        return ""
-    if _int(row, "seq_len") >= LONG_CONTEXT_MIN_SEQ:
-        return "llm-foundry long context"
-    mpt13b = (_int(row, "layers"), _int(row, "hidden")) == (40, 5120)  # MPT-13B's yaml
-    if (mpt13b and row.get("gpu") == "h100-sxm" and _int(row, "gpus") == 8
-            and row.get("precision") == "bf16"):
-        return "llm-foundry MPT-13B 8xH100 BF16"
-    return ""
-
-
 def run_model(cat: Catalog, row: dict[str, str]) -> ModelSpec:
     if row.get("model", "").strip():
         return cat.model(row["model"])
@@ -204,11 +182,19 @@ def published_value(rs: RunSpec) -> tuple[str, float]:
                        f"{', '.join(METRICS)}")
 
 
-def predict(cat: Catalog, rs: RunSpec, eff: Efficiency | None = None) -> tuple[Any, Any]:
-    """Predicted value of the compared metric (array over eff's shape) and the breakdown."""
+def run_inputs(cat: Catalog, rs: RunSpec) -> tuple[Any, Any, str, float]:
+    """What predicting a run takes besides the constants: (hardware, stacks' buffers,
+    compared metric, published value)."""
+    return (_hardware(cat, rs), run_stacks(cat, rs.row), *published_value(rs))
+
+
+def predict(cat: Catalog, rs: RunSpec, eff: Efficiency | None = None,
+            inputs: tuple[Any, Any, str, float] | None = None) -> tuple[Any, Any]:
+    """Predicted value of the compared metric (array over eff's shape) and the breakdown;
+    `inputs`: the run's `run_inputs` (computed here if not given)."""
     eff = eff if eff is not None else efficiency_for(cat, [rs.family], rs.stack)
-    t = step_time(rs.model, rs.layout, _hardware(cat, rs), eff, stacks=run_stacks(cat, rs.row))
-    metric, _ = published_value(rs)
+    hw, stacks, metric, _ = inputs or run_inputs(cat, rs)
+    t = step_time(rs.model, rs.layout, hw, eff, stacks=stacks)
     if metric == "step_time_s":
         return t.step_s, t
     return t.tokens_per_s / rs.layout.gpus, t
@@ -310,20 +296,25 @@ def _fit_runs(cat: Catalog, rows: list[dict[str, str]] | None) -> list[RunSpec]:
             if r.get("fit") == "fit" and r.get("status", "known") == "known"]
 
 
-def _fit_loss(cat: Catalog, runs: list[RunSpec], fams: Constants, stacks: Constants
-              ) -> np.ndarray:
-    """Sum over runs of log(predicted / published)^2; any constant may be a grid (array)."""
+def _fit_loss(cat: Catalog, runs: list[RunSpec], fams: Constants, stacks: Constants,
+              cache: FitCache) -> np.ndarray:
+    """Sum over runs of log(predicted / published)^2; any constant may be a grid (array).
+    Each run's inputs and its prediction under each set of constants are kept in `cache`."""
     loss: Any = 0.0
     for rs in runs:
         values = with_stack(fams[rs.family], {**stack_row(cat, rs.stack), **stacks[rs.group]})
-        pred, _ = predict(cat, rs, Efficiency(**values))
-        _, pub = published_value(rs)
-        loss = loss + np.log(np.asarray(pred, dtype=float) / pub) ** 2
+        run = rs.row["id"]
+        inputs = cache.inputs.get(run) or cache.inputs.setdefault(run, run_inputs(cat, rs))
+        key = (run, constants_key(values))
+        if key not in cache.predictions:
+            cache.predictions[key] = predict(cat, rs, Efficiency(**values), inputs)[0]
+        loss = loss + np.log(np.asarray(cache.predictions[key], dtype=float) / inputs[3]) ** 2
     return np.atleast_1d(loss)
 
 
 def _descend(cat: Catalog, runs: list[RunSpec], fams: Constants, stacks: Constants,
-             target: dict[str, Any], params: tuple[str, ...], sweeps: int = 8) -> None:
+             target: dict[str, Any], params: tuple[str, ...], cache: FitCache,
+             sweeps: int = 8) -> None:
     """Coordinate descent on CALIBRATION_GRID for `params` of `target` (one entry of `fams`
     or `stacks`, changed in place): the first two jointly on their full grids (they trade
     off most), then each in turn with the others held, until nothing moves."""
@@ -331,13 +322,14 @@ def _descend(cat: Catalog, runs: list[RunSpec], fams: Constants, stacks: Constan
     head = params[:2]
     axes = np.meshgrid(*(grid[p] for p in head), indexing="ij")
     target.update({p: a.ravel() for p, a in zip(head, axes, strict=True)})
-    i = int(np.argmin(_fit_loss(cat, runs, fams, stacks)))
+    i = int(np.argmin(_fit_loss(cat, runs, fams, stacks, cache)))
     target.update({p: float(a.ravel()[i]) for p, a in zip(head, axes, strict=True)})
     for _ in range(sweeps):
         before = {p: target[p] for p in params}
         for p in params:
             target[p] = grid[p]
-            target[p] = float(grid[p][int(np.argmin(_fit_loss(cat, runs, fams, stacks)))])
+            loss = _fit_loss(cat, runs, fams, stacks, cache)
+            target[p] = float(grid[p][int(np.argmin(loss))])
         if {p: target[p] for p in params} == before:
             break
 
@@ -358,9 +350,9 @@ def fit_family(cat: Catalog, family: str, params: tuple[str, ...], grid: dict[st
     base = family_constants(cat, family)
     values: dict[str, Any] = {**base, **FIT_START, "fp8_ratio": 1.0, **(fixed or {})}
     stacks = stacks or {g: dict(stack_row(cat, g)) for g in {rs.group for rs in runs}}
-    fams = {family: values}
-    _descend(cat, runs, fams, stacks, values, params, sweeps)
-    rms = float(np.sqrt(_fit_loss(cat, runs, fams, stacks)[0] / len(runs)))
+    fams, cache = {family: values}, FitCache()
+    _descend(cat, runs, fams, stacks, values, params, cache, sweeps)
+    rms = float(np.sqrt(_fit_loss(cat, runs, fams, stacks, cache)[0] / len(runs)))
     return {p: values[p] for p in params}, rms, len(runs)
 
 
@@ -392,8 +384,8 @@ CALIBRATION_GRID: dict[str, np.ndarray] = {
 }
 
 
-def _fit_families(cat: Catalog, runs: list[RunSpec], fams: Constants, stacks: Constants
-                  ) -> dict[str, dict[str, Any]]:
+def _fit_families(cat: Catalog, runs: list[RunSpec], fams: Constants, stacks: Constants,
+                  cache: FitCache) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for family, params, parent in CALIBRATION_PLAN:
         own = [rs for rs in runs if rs.family == family]
@@ -406,10 +398,10 @@ def _fit_families(cat: Catalog, runs: list[RunSpec], fams: Constants, stacks: Co
         if not own and not parent:
             raise CatalogError(f"no fit runs for family '{family}' in {RUNS_FILE}")
         if own:
-            _descend(cat, own, fams, stacks, values, params)
+            _descend(cat, own, fams, stacks, values, params, cache)
         else:  # no runs left (cross-validation): the parent's values
             values.update({k: inherited[k] for k in params})
-        rms = (float(np.sqrt(_fit_loss(cat, own, fams, stacks)[0] / len(own))) if own
+        rms = (float(np.sqrt(_fit_loss(cat, own, fams, stacks, cache)[0] / len(own))) if own
                else float("nan"))
         out[family] = {**{k: v for k, v in values.items() if k in CALIBRATION_GRID
                           and k != "matmul_scale" and k != "fp8_ratio"},
@@ -417,18 +409,20 @@ def _fit_families(cat: Catalog, runs: list[RunSpec], fams: Constants, stacks: Co
     return out
 
 
-def calibrate_all(cat: Catalog, rows: list[dict[str, str]] | None = None
+def calibrate_all(cat: Catalog, rows: list[dict[str, str]] | None = None,
+                  cache: FitCache | None = None
                   ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """Fit CALIBRATION_PLAN and STACK_PLAN in CALIBRATION_ROUNDS alternating rounds.
     Returns (family -> {constant, 'rms_log_error', 'runs'}, stack group -> {'matmul_scale',
-    'fp8_ratio', 'rms_log_error', 'runs', 'fitted_families'})."""
-    runs = _fit_runs(cat, rows)
+    'fp8_ratio', 'rms_log_error', 'runs', 'fitted_families'}). `cache` (calibrate/fit_cache.py)
+    may be shared by fits of the same runs (cross_validate's refits)."""
+    runs, cache = _fit_runs(cat, rows), cache if cache is not None else FitCache()
     groups = {g for g, _ in STACK_PLAN} | {rs.group for rs in runs}
     stacks: Constants = {g: dict(STACK_START) for g in groups}
     fams: Constants = {}  # round one starts every family at FIT_START (reproducible)
     families: dict[str, dict[str, Any]] = {}
     for _ in range(CALIBRATION_ROUNDS):
-        families = _fit_families(cat, runs, fams, stacks)
+        families = _fit_families(cat, runs, fams, stacks, cache)
         for group, params in STACK_PLAN:
             own = [rs for rs in runs if rs.group == group and rs.family in fams]
             if group != "megatron":  # FP8 gain from the reference unless fitted below
@@ -436,11 +430,11 @@ def calibrate_all(cat: Catalog, rows: list[dict[str, str]] | None = None
             fp8 = [rs for rs in own if rs.row["precision"] == "fp8"]
             fitted = tuple(p for p in params if p != "fp8_ratio" or fp8)
             if len(own) >= MIN_STACK_RUNS and fitted:
-                _descend(cat, own, fams, stacks, stacks[group], fitted)
+                _descend(cat, own, fams, stacks, stacks[group], fitted, cache)
     out = {}
     for group, _ in STACK_PLAN:
         own = [rs for rs in runs if rs.group == group and rs.family in fams]
-        rms = (float(np.sqrt(_fit_loss(cat, own, fams, stacks)[0] / len(own))) if own
+        rms = (float(np.sqrt(_fit_loss(cat, own, fams, stacks, cache)[0] / len(own))) if own
                else float("nan"))
         out[group] = {"matmul_scale": float(stacks[group]["matmul_scale"]),
                       "fp8_ratio": float(stacks[group]["fp8_ratio"]), "rms_log_error": rms,
@@ -479,21 +473,23 @@ def cross_validate(cat: Catalog, rows: list[dict[str, str]] | None = None) -> li
     publication's runs and predict them. Returns one result per known run, each predicted by
     constants that never saw its source (sample 'out'; `fit` keeps the row's role in the full
     fit, so the fit rows' figure is the cross-validation error within the fit set). A source
-    with no fit row leaves the fit unchanged, so the full fit is computed once for all such."""
+    with no fit row leaves the fit unchanged, so the full fit is computed once for all such;
+    the refits share one FitCache (calibrate/fit_cache.py: the same runs, predicted once per
+    set of constants)."""
     rows = rows if rows is not None else load_runs()
     known = [r for r in rows if r.get("status", "known") == "known"]
     newest = newest_runs(rows)
     results: list[RunResult] = []
     full: Any = None
-    parents = cat.efficiency_parents()
+    parents, cache = cat.efficiency_parents(), FitCache()  # every refit predicts the same runs
     for group in sorted({source_group(r["id"]) for r in known}):
         test = [r for r in known if source_group(r["id"]) == group]
         if any(r.get("fit") == "fit" for r in test):
             train = [{**r, "fit": "holdout"} if source_group(r["id"]) == group else r
                      for r in rows]
-            fit = calibrate_all(cat, train)
+            fit = calibrate_all(cat, train, cache)
         else:
-            full = full if full is not None else calibrate_all(cat, rows)
+            full = full if full is not None else calibrate_all(cat, rows, cache)
             fit = full
         results += validate_runs(cat, test, efficiency=_as_overrides(fit[0], parents),
                                  stacks=_stack_overrides(fit[1]), sample="out", newest=newest)

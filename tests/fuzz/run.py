@@ -20,7 +20,7 @@ from .gen import Case
 
 LIMIT_S = 5.0  # a case that uses more CPU seconds is a hang (CPU, so a loaded machine cannot
 WALL_S = 60.0  # fake one); one that takes this long on the wall clock is one too
-# documented as slower: leave-one-source-out refits the constants once per publication (~6 CPU
+# documented as slower: leave-one-source-out refits the constants once per publication (~11 CPU
 # seconds, no typed number makes it longer; `--calibrate --residuals` runs it too), so the
 # limit for it is wider
 SLOW_FLAGS = {"--cross-validate": 20.0, "--residuals": 20.0}
