@@ -267,6 +267,14 @@ def offload_state(offload: Any, zero: Any, m: Any, *, weights: Any, grads: Any, 
     zero = np.asarray(zero)
     on = {k: v & (zero >= need) for (k, v), need in
           zip(offload_bits(offload).items(), (0, 3, 2, 0), strict=True)}
+    return offload_parts(on, m, weights=weights, grads=grads, accum=accum, opt=opt,
+                         opt_grads=opt_grads, opt_weights=opt_weights)
+
+
+def offload_parts(on: dict[str, Any], m: Any, *, weights: Any, grads: Any, accum: Any,
+                  opt: Any, opt_grads: Any, opt_weights: Any) -> dict[str, Any]:
+    """`offload_state` with its masks `on` (what is offloaded, after the ZeRO stage's rule)
+    given: what stays on the GPU, what is offloaded and the host traffic per step."""
     return dict(weights=np.where(on["params"], 0.0, weights),
                 gradients=np.where(on["grads"], 0.0, grads),
                 optimizer=np.where(on["optimizer"], 0.0, opt),

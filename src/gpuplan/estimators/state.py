@@ -19,7 +19,7 @@ import numpy as np
 
 from ..spec import FP8, FP32, Layout
 from . import buffers as bufm
-from .recompute import host_traffic, offload_bits
+from .recompute import offload_bits, offload_parts
 from .shapes import StageParams, expert_shard_group, shard_group
 
 EMA_BYTES = 4.0  # a parameter EMA in fp32 (buffers.StackBuffers.ema)
@@ -65,15 +65,8 @@ def _offloaded(on: dict[str, Any], s: dict[str, Any], weights: Any, grads: Any, 
                opt: Any, n_opt: Any) -> dict[str, Any]:
     """recompute.offload_state with its masks `on` given: what stays, what is offloaded and
     the host traffic per step."""
-    return dict(weights=np.where(on["params"], 0.0, weights),
-                gradients=np.where(on["grads"], 0.0, grads),
-                optimizer=np.where(on["optimizer"], 0.0, opt),
-                grad_accum=np.where(on["grads"], 0.0, accum),
-                offloaded=(np.where(on["optimizer"], opt, 0.0)
-                           + np.where(on["params"], weights, 0.0)
-                           + np.where(on["grads"], grads + accum, 0.0)),
-                host_traffic=host_traffic(on, s["m"], weights, grads, s["gb"] * n_opt,
-                                          s["wb"] * n_opt))
+    return offload_parts(on, s["m"], weights=weights, grads=grads, accum=accum, opt=opt,
+                         opt_grads=s["gb"] * n_opt, opt_weights=s["wb"] * n_opt)
 
 
 def stage_state(P: StageParams, s: dict[str, Any], sb: dict[str, Any]) -> dict[str, Any]:
