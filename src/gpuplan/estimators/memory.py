@@ -118,7 +118,6 @@ from .shapes import (
     pipeline_stages,
     tokens_per_rank,
 )
-from .state import EMA_BYTES  # noqa: F401  (memory_one reads it here)
 
 __all__ = ["MemoryBreakdown", "memory_breakdown", "layer_activation_bytes",
            "layer_recompute_transient_bytes", "model_state_bytes_per_param",

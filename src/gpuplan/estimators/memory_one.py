@@ -69,7 +69,6 @@ from .memory import (
     _GRAD_B,
     _MASTER_B,
     _WEIGHT_B,
-    EMA_BYTES,
     MemoryBreakdown,
     adafactor_state_per_param,
     memory_breakdown,
@@ -77,6 +76,7 @@ from .memory import (
 from .recompute import ACT_OFFLOAD_RESIDENT, op_bytes
 from .scalars import mn, mx, pipeline_stages
 from .shapes import ACT_BYTES, StageParams
+from .state import EMA_BYTES
 
 __all__ = ["memory_breakdown_one", "mirrors", "summary"]
 

@@ -264,11 +264,16 @@ def offload_state(offload: Any, zero: Any, m: Any, *, weights: Any, grads: Any, 
     """GPU bytes of weights, gradients (+ fp32 accumulation) and optimizer state, the bytes
     offloaded to the host, and the host traffic per step, under the offload bitmask. Params
     move only under ZeRO-3 and gradients under ZeRO-2/3 (`rules.py` refuses the others)."""
+    return offload_parts(offload_masks(offload, zero), m, weights=weights, grads=grads,
+                         accum=accum, opt=opt, opt_grads=opt_grads, opt_weights=opt_weights)
+
+
+def offload_masks(offload: Any, zero: Any) -> dict[str, Any]:
+    """The offload bits that take effect under the ZeRO stage: params only under ZeRO-3,
+    gradients only under ZeRO-2/3 (`rules.py` refuses the others)."""
     zero = np.asarray(zero)
-    on = {k: v & (zero >= need) for (k, v), need in
-          zip(offload_bits(offload).items(), (0, 3, 2, 0), strict=True)}
-    return offload_parts(on, m, weights=weights, grads=grads, accum=accum, opt=opt,
-                         opt_grads=opt_grads, opt_weights=opt_weights)
+    return {k: v & (zero >= need) for (k, v), need in
+            zip(offload_bits(offload).items(), (0, 3, 2, 0), strict=True)}
 
 
 def offload_parts(on: dict[str, Any], m: Any, *, weights: Any, grads: Any, accum: Any,

@@ -256,6 +256,11 @@ def sharded_params(P: StageParams, dp: Any, cp: Any, ep: Any, sharded: Any,
     parameters over dp*cp (or the HSDP shard group), routed experts over dp*cp/ep (or
     group/ep); unsharded elsewhere."""
     sharded = np.asarray(sharded, bool)
-    dense = np.where(sharded, shard_group(dp, cp, group), 1.0)
-    expert = np.where(sharded, expert_shard_group(dp, cp, ep, group), 1.0)
-    return P.dense / dense + P.expert / expert
+    return params_over(P, np.where(sharded, shard_group(dp, cp, group), 1.0),
+                       np.where(sharded, expert_shard_group(dp, cp, ep, group), 1.0))
+
+
+def params_over(P: StageParams, dense_div: Any, expert_div: Any) -> Any:
+    """Parameters per GPU of stage P with dense parameters split dense_div ways and routed
+    experts expert_div ways (`sharded_params` with its divisors given)."""
+    return P.dense / dense_div + P.expert / expert_div

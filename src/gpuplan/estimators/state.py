@@ -3,12 +3,7 @@ buffers (L3 helper of `memory`; the formulas are `stage_state`'s docstring's).
 
 What does not depend on the stage -- the ZeRO shard groups and divisors, the precision's and
 the stack's bytes per parameter, the offload masks -- is computed once per layout grid
-(`shared`), not once per stage. On a large grid `stage_states` evaluates the three stages on
-the distinct rows of the fields the state reads (`READS`, and the micro-batches only as
-`m > 1` where nothing is offloaded: the accumulation buffer is all that reads them there) and
-gathers them back: elementwise arithmetic, so the same figures bit for bit
-(estimators/distinct.py), at a fraction of the cost (the grid repeats each state over its
-recompute modes and most micro-batch sizes).
+(`shared`), not once per stage (`stage_state`).
 """
 
 from __future__ import annotations
@@ -19,13 +14,10 @@ import numpy as np
 
 from ..spec import FP8, FP32, Layout
 from . import buffers as bufm
-from .recompute import offload_bits, offload_parts
-from .shapes import StageParams, expert_shard_group, shard_group
+from .recompute import offload_masks, offload_parts
+from .shapes import StageParams, expert_shard_group, params_over, shard_group
 
 EMA_BYTES = 4.0  # a parameter EMA in fp32 (buffers.StackBuffers.ema)
-# the Layout fields `shared` and `stage_state` read; the stage placement's (distinct.STAGE_READS)
-# and the bytes per parameter's (precision, optimizer) and the schedule's complete the key
-READS = ("zero", "precision", "dp", "cp", "shard_group", "ep", "pp", "offload")
 
 
 def shared(L: Layout, wb: Any, gb: Any, ob: Any, m: Any, sb: dict[str, Any]) -> dict[str, Any]:
@@ -40,9 +32,7 @@ def shared(L: Layout, wb: Any, gb: Any, ob: Any, m: Any, sb: dict[str, Any]) -> 
     fp8 = precision == FP8
     primary = fp8 & sb["fp8_primary_weights"]
     gather = (zero >= 3) & (group > 1)
-    z = np.asarray(zero)
-    on = {k: v & (z >= need) for (k, v), need in
-          zip(offload_bits(L.offload).items(), (0, 3, 2, 0), strict=True)}
+    on = offload_masks(L.offload, zero)
     return dict(
         kept_all=not any(np.any(v) for v in on.values()),
         zero=zero, group=group, egroup_gt1=egroup > 1, div=div, fp8=fp8, primary=primary,
@@ -54,19 +44,6 @@ def shared(L: Layout, wb: Any, gb: Any, ob: Any, m: Any, sb: dict[str, Any]) -> 
         pp_grad_b=bufm.pp_unsharded_grad_bytes(gb, sb), on=on,
         bucket_on=(zero >= 2) & (group > 1), bucket_b=bufm.grad_bucket_bytes(gb, sb),
         fp8_copy=np.where(fp8, bufm.fp8_copy_bytes(sb) - primary, 0.0))
-
-
-def _sharded(P: StageParams, div: tuple[Any, Any]) -> Any:
-    """shapes.sharded_params with its divisors given."""
-    return P.dense / div[0] + P.expert / div[1]
-
-
-def _offloaded(on: dict[str, Any], s: dict[str, Any], weights: Any, grads: Any, accum: Any,
-               opt: Any, n_opt: Any) -> dict[str, Any]:
-    """recompute.offload_state with its masks `on` given: what stays, what is offloaded and
-    the host traffic per step."""
-    return offload_parts(on, s["m"], weights=weights, grads=grads, accum=accum, opt=opt,
-                         opt_grads=s["gb"] * n_opt, opt_weights=s["wb"] * n_opt)
 
 
 def stage_state(P: StageParams, s: dict[str, Any], sb: dict[str, Any]) -> dict[str, Any]:
@@ -84,7 +61,7 @@ def stage_state(P: StageParams, s: dict[str, Any], sb: dict[str, Any]) -> dict[s
     copy in the bucket, and FP8 weight copies, which follow the weights' sharding (the 1 B copy
     of the 3 B fp8 weight is moved into `fp8_weights`; its transpose: buffers.fp8_copy_bytes).
     """
-    n_grad, n_opt, n_w = (_sharded(P, s["div"][z]) for z in (2, 1, 3))
+    n_grad, n_opt, n_w = (params_over(P, *s["div"][z]) for z in (2, 1, 3))
     # bf16 weights and the fp8 copies as their own part; FP8 primary weights: 1 B each; the
     # root (embedding, LM head) stays 16-bit without FP8 copies (buffers.root_weight_bytes)
     wb, gb, wroot = s["wb"], s["gb"], s["wroot"]
@@ -105,7 +82,8 @@ def stage_state(P: StageParams, s: dict[str, Any], sb: dict[str, Any]) -> dict[s
                   host_traffic=np.zeros(np.broadcast_shapes(*map(np.shape, (
                       s["m"], weights, grads, gb, wb, n_opt)))))
     else:
-        st = _offloaded(on, s, weights, grads, accum, opt, n_opt)
+        st = offload_parts(on, s["m"], weights=weights, grads=grads, accum=accum, opt=opt,
+                           opt_grads=gb * n_opt, opt_weights=wb * n_opt)
     ema: Any = 0.0
     if sb.get("any_ema", True):  # an fp32 EMA of the parameters this GPU updates
         ema = EMA_BYTES * n_opt
