@@ -355,6 +355,15 @@ def moe_dispatch_s(token_bytes: Any, n: Any, n_inner: Any, experts: int, k: int,
     latency per scale-up peer and per remote domain. A deduplicated dispatch over more than
     one domain is also bounded by its internode pipeline: `a2a_logical_copies` x bytes at
     `bw_logical` (per GPU; inf = no bound, the default)."""
+    return sum(moe_dispatch_parts(token_bytes, n, n_inner, experts, k, bw_inner, alpha_inner,
+                                  bw_outer, alpha_outer, dedup, bw_logical))
+
+
+def moe_dispatch_parts(token_bytes: Any, n: Any, n_inner: Any, experts: int, k: int,
+                       bw_inner: Any, alpha_inner: Any, bw_outer: Any, alpha_outer: Any,
+                       dedup: Any = True, bw_logical: Any = np.inf) -> tuple[Any, Any]:
+    """`moe_dispatch_s` as (transfer seconds, latency seconds); with token_bytes 1 the first
+    is the seconds per byte of the rank's tokens (the pruning bound's factor, search/a2a.py)."""
     inner, outer = a2a_token_copies(n, n_inner, experts, k, dedup)
     logical = np.where(dedup, a2a_logical_copies(n, n_inner, experts, k), 0.0)
     n = np.asarray(n, dtype=float)
@@ -363,7 +372,7 @@ def moe_dispatch_s(token_bytes: Any, n: Any, n_inner: Any, experts: int, k: int,
                               _transfer_s(outer, token_bytes, bw_outer)),
                    _transfer_s(logical, token_bytes, bw_logical))
     lat = np.where(n > 1, (n_in - 1.0) * alpha_inner + (n / n_in - 1.0) * alpha_outer, 0.0)
-    return t + lat
+    return t, lat
 
 
 def moe_all_to_all_s(token_bytes: Any, n: Any, n_inner: Any, experts: int, k: int,

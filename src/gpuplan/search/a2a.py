@@ -60,10 +60,11 @@ def pairs(ep: np.ndarray, stride: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def floor(model: Any, x: dict[str, np.ndarray], hw: Any, stack: int) -> Any:
     """The MoE all-to-all's seconds per step of rows with layout terms x on one group's
-    hardware (0 where `layout_terms` found none surely exposed): `comm.moe_all_to_all_s`'s
-    arithmetic per (EP degree, stride) pair (`pairs`), then per row its bytes x (copies /
-    bandwidth) + latency (copies x bytes / bandwidth regrouped: equal to round-off). The
-    dispatch is deduplicated as the default dispatcher (spec.D_AUTO) is under `stack`."""
+    hardware (0 where `layout_terms` found none surely exposed): one dispatch's seconds per
+    byte and latency (`comm.moe_dispatch_parts`) per (EP degree, stride) pair (`pairs`), then
+    per row its bytes x that rate + latency (copies x bytes / bandwidth regrouped: equal to
+    round-off). The dispatch is deduplicated as the default dispatcher (spec.D_AUTO) is under
+    `stack`."""
     pairs = x.get("a2a_pairs")
     if not model.is_moe or pairs is None or pairs.size == 0:
         return 0.0
@@ -71,18 +72,11 @@ def floor(model: Any, x: dict[str, np.ndarray], hw: Any, stack: int) -> Any:
                                               _scalar(hw.scale_up_domain))
     out = _scalar(hw.scale_out_bytes_per_s)
     logical = comm.dispatch_logical_bw(out, getattr(hw, "scale_out_dispatch_share", np.nan))
-    dedup = bool(moe_dedup(D_AUTO, stack))
-    k = model.experts_per_token
     with np.errstate(divide="ignore", invalid="ignore"):
-        inner, outer = comm.a2a_token_copies(ep, n_in, model.experts, k, dedup)
-        hit = (comm.a2a_logical_copies(ep, n_in, model.experts, k) if dedup
-               else np.zeros_like(ep))
-        rate = np.maximum(np.maximum(
-            comm._transfer_s(inner, 1.0, _scalar(hw.scale_up_bytes_per_s)),
-            comm._transfer_s(outer, 1.0, out * comm.NET_EFFICIENCY)),
-            comm._transfer_s(hit, 1.0, _scalar(logical)))
-        n_i = np.clip(n_in, 1.0, ep)
-        lat = np.where(ep > 1, (n_i - 1.0) * _scalar(hw.scale_up_latency_s)
-                       + (ep / n_i - 1.0) * _scalar(hw.scale_out_latency_s), 0.0)
+        rate, lat = comm.moe_dispatch_parts(
+            1.0, ep, n_in, model.experts, model.experts_per_token,
+            _scalar(hw.scale_up_bytes_per_s), _scalar(hw.scale_up_latency_s),
+            out * comm.NET_EFFICIENCY, _scalar(hw.scale_out_latency_s),
+            bool(moe_dedup(D_AUTO, stack)), _scalar(logical))
     at = x["a2a_at"]
     return x["a2a_bytes"] * rate[at] + x["a2a_scale"] * lat[at]
