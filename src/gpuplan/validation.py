@@ -304,7 +304,9 @@ def _fit_loss(cat: Catalog, runs: list[RunSpec], fams: Constants, stacks: Consta
     for rs in runs:
         values = with_stack(fams[rs.family], {**stack_row(cat, rs.stack), **stacks[rs.group]})
         run = rs.row["id"]
-        inputs = cache.inputs.get(run) or cache.inputs.setdefault(run, run_inputs(cat, rs))
+        if run not in cache.inputs:
+            cache.inputs[run] = run_inputs(cat, rs)
+        inputs = cache.inputs[run]
         key = (run, constants_key(values))
         if key not in cache.predictions:
             cache.predictions[key] = predict(cat, rs, Efficiency(**values), inputs)[0]
