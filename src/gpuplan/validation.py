@@ -31,7 +31,7 @@ from .calibrate.fit_cache import FitCache, constants_key
 from .calibrate.memory_fit import MemoryFit, layout_fields, memory_options, run_fit
 from .calibrate.memory_fit import int_field as _int
 from .calibrate.releases import newest_runs, source_group
-from .calibrate.time_fields import power_limit, run_stacks, time_fields
+from .calibrate.time_fields import power_limit, run_stack_row, run_stacks, time_fields
 from .catalog import Catalog, read_package_csv
 from .errors import CatalogError, GpuplanError
 from .estimators.compute import Efficiency, flops_per_token
@@ -207,8 +207,7 @@ def run_efficiency(cat: Catalog, rs: RunSpec,
     overrides them, per family) under its stack's (`stacks` overrides them, per group)."""
     values = family_constants(cat, rs.family)
     values.update((efficiency or {}).get(rs.family, {}))
-    srow = {**stack_row(cat, rs.stack), **(stacks or {}).get(rs.group, {})}
-    out = with_stack(values, srow)
+    out = with_stack(values, run_stack_row(cat, rs.stack, rs.row, (stacks or {}).get(rs.group)))
     return Efficiency(**{k: np.atleast_1d(np.asarray(v, dtype=float)) for k, v in out.items()},
                       guess=np.asarray([pair_is_guess(cat, rs.family, rs.stack)]))
 
@@ -302,7 +301,7 @@ def _fit_loss(cat: Catalog, runs: list[RunSpec], fams: Constants, stacks: Consta
     Each run's inputs and its prediction under each set of constants are kept in `cache`."""
     loss: Any = 0.0
     for rs in runs:
-        values = with_stack(fams[rs.family], {**stack_row(cat, rs.stack), **stacks[rs.group]})
+        values = with_stack(fams[rs.family], run_stack_row(cat, rs.stack, rs.row, stacks[rs.group]))
         run = rs.row["id"]
         if run not in cache.inputs:
             cache.inputs[run] = run_inputs(cat, rs)

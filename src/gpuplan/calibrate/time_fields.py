@@ -4,7 +4,8 @@
 the stack's; flex or alltoall as the recipe sets --moe-token-dispatcher-type); and the power
 limit the GPUs ran at (`power_limit_watts`: empty = the catalog part's TDP), applied with the
 family's published perf-vs-power exponent (search.power); and the stacks' buffers its time is
-predicted with (`run_stacks`: the FP8 recipe its notes state)."""
+predicted with (`run_stacks`: the FP8 recipe its notes state); and the [stack.NAME] settings
+its columns record (`stack_settings`: the TP collectives)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 from ..catalog import Catalog
 from ..errors import CatalogError
 from ..estimators.buffers import fp8_transpose_kept, from_table
+from ..search.hardware import stack_row
 from ..search.power import power_limited
 from ..spec import MOE_DISPATCHERS, SCHEDULES, Accelerator, code
 from .memory_fit import fp8_recipe
@@ -26,6 +28,33 @@ def time_fields(row: dict[str, str]) -> dict[str, int]:
             "moe_dispatcher": code(MOE_DISPATCHERS,
                                    row.get("moe_dispatcher", "").strip() or MOE_DISPATCHERS[0],
                                    "moe_dispatcher")}
+
+
+# [stack.NAME] settings a run's own column may state (blank: the stack's): the TP collectives
+# it ran ("overlapped" with async TP on; docs/calibration.md, "Blocking tensor-parallel
+# collectives").
+STACK_SETTINGS = {"tp_collectives": ("overlapped", "blocking")}
+
+
+def stack_settings(row: dict[str, str]) -> dict[str, str]:
+    """The [stack.NAME] settings the row records (STACK_SETTINGS), each checked; one line
+    naming the run for a value outside its choices."""
+    out = {}
+    for key, choices in STACK_SETTINGS.items():
+        value = row.get(key, "").strip()
+        if value and value not in choices:
+            raise CatalogError(f"published_runs.csv: run '{row.get('id', '?')}': {key} must be "
+                               f"one of {', '.join(choices)} or empty; got '{value}'")
+        if value:
+            out[key] = value
+    return out
+
+
+def run_stack_row(cat: Catalog, stack: str, row: dict[str, str],
+                  constants: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The [stack.NAME] row a run is predicted under: its stack's, the calibration group's
+    `constants` over it, and the settings its own columns record (`stack_settings`)."""
+    return {**stack_row(cat, stack), **(constants or {}), **stack_settings(row)}
 
 
 def power_limit(row: dict[str, str], gpu: Accelerator, hw: Any) -> Any:

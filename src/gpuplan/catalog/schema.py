@@ -257,6 +257,10 @@ STACK: dict[str, Field] = {
     # whether its TP all-gathers run in float8 under FP8 (absent = false)
     "fp8_cast": text(False, choices=("folded", "tensorwise")),
     "fp8_tp_gather": Field("bool", False),
+    # stated (docs/calibration.md, "Blocking tensor-parallel collectives"): whether the stack's
+    # TP collectives can hide behind compute ("overlapped", the default: the family's
+    # tp_overlap) or block it ("blocking": PyTorch DTensor TP without async TP, none hidden)
+    "tp_collectives": text(False, choices=("overlapped", "blocking")),
     "fitted_families": Field("texts", False, inherited=False),
     "guess": Field("bool", True, inherited=False),
     "source": text(inherited=False),

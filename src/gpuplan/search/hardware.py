@@ -162,6 +162,9 @@ STACK_FIELDS = ("matmul_scale", "fp8_ratio")
 # [stack.NAME] FP8 settings, stated (docs/calibration.md, "PyTorch-native FP8"), carried into
 # the Efficiency fields of the same names as 1.0 / 0.0.
 STACK_FP8_FLAGS = ("fp8_cast", "fp8_tp_gather")
+# [stack.NAME] tp_collectives (stated; docs/calibration.md, "Blocking tensor-parallel
+# collectives"): "blocking" hides none of the TP collectives (tp_overlap 0).
+TP_BLOCKING = "blocking"
 # [efficiency.FAMILY] field, stated (never fitted): an 'fa2' stack's attention speed relative
 # to the fused kernel on the family (docs/calibration.md, "Attention kernel of a stack").
 FA2_RATIO = "fa2_attention_ratio"
@@ -239,7 +242,8 @@ def with_stack(values: dict[str, Any], stack: dict[str, Any]) -> dict[str, Any]:
     (`fp8_flags`), and under a stack whose attention kernel is 'fa2' attention_ratio x the
     family's stated fa2_attention_ratio (FlashAttention-2 against the fused kernel on that
     family; 1 where absent); under every stack attention_ratio x the family's stated
-    attention_scale (1 where absent). Broadcasts (the calibration passes grids)."""
+    attention_scale (1 where absent); tp_overlap 0 under a stack whose TP collectives are
+    'blocking' (`tp_collectives`). Broadcasts (the calibration passes grids)."""
     out = dict(values)
     fa2 = out.pop(FA2_RATIO, 1.0)
     scale = out.pop(ATTENTION_SCALE, 1.0)
@@ -253,6 +257,8 @@ def with_stack(values: dict[str, Any], stack: dict[str, Any]) -> dict[str, Any]:
     kernel = np.asarray(fa2, dtype=float) if attention_kernel(stack) == "fa2" else 1.0
     out["attention_ratio"] = (np.asarray(values["attention_ratio"], dtype=float) * kernel
                               * np.asarray(scale, dtype=float))
+    if stack.get("tp_collectives") == TP_BLOCKING:
+        out["tp_overlap"] = np.zeros_like(np.asarray(values.get("tp_overlap", 0.0), dtype=float))
     return out
 
 
