@@ -82,3 +82,45 @@ def test_estimate_exposes_all_tp_time_under_a_blocking_stack():
     mega = dict(gpuplan.estimate(stack="megatron", **kw).time_breakdown_s)["tp_comm_s"]
     fsdp = dict(gpuplan.estimate(stack="fsdp", **kw).time_breakdown_s)["tp_comm_s"]
     assert fsdp > mega > 0
+
+
+ARGS = ("estimate", "--model", "llama3-70b", "--gpu", "h100", "--gpus", "64", "--tp", "8",
+        "--zero", "3", "--seq-len", "4096", "--global-batch", "64", "--stack", "torchtitan")
+
+
+def test_the_flag_overrides_the_stack(run_json):
+    """`estimate --tp-collectives` sets what the stack would: torchtitan blocks by default;
+    overlapped hides up to the family's tp_overlap of the compute, so less TP is exposed and
+    the step is no slower (here the same: DP and TP share one overlap budget, the GEMM time,
+    which the exposed ZeRO-3 traffic fills either way, `comm.shared_overlap`); blocking under
+    megatron exposes what torchtitan does."""
+    plain = run_json(*ARGS)
+    over = run_json(*ARGS, "--tp-collectives", "overlapped")
+    assert plain["layout"]["tp_collectives"] == "blocking"
+    assert over["layout"]["tp_collectives"] == "overlapped"
+    tp = lambda e: dict(e["time_breakdown_s"])["tp_comm_s"]  # noqa: E731
+    assert tp(over) < tp(plain) and over["step_time_s"] <= plain["step_time_s"]
+    mega = [a if a != "torchtitan" else "megatron" for a in ARGS]
+    assert run_json(*mega)["layout"]["tp_collectives"] == "overlapped"
+    assert tp(run_json(*mega, "--tp-collectives", "blocking")) == pytest.approx(tp(plain),
+                                                                                 rel=1e-12)
+
+
+def test_tp_only_layout_is_slower_when_blocking():
+    """One 8-GPU node, TP 8 and nothing else to hide (dp 1): the step under blocking
+    collectives is the overlapped step plus exactly the TP time the overlap hid."""
+    kw = dict(model="llama3-8b", gpu="h100", gpus=8, tp=8, seq_len=8192, global_batch=16,
+              stack="megatron")
+    over = gpuplan.estimate(**kw)
+    block = gpuplan.estimate(**kw, tp_collectives="blocking")
+    hidden = dict(block.time_breakdown_s)["tp_comm_s"] - dict(over.time_breakdown_s)["tp_comm_s"]
+    assert hidden > 0
+    assert block.step_time_s - over.step_time_s == pytest.approx(hidden, rel=1e-9)
+
+
+def test_a_bad_setting_is_one_line(run_cli):
+    code, out, err = run_cli(*ARGS, "--tp-collectives", "async")
+    assert code != 0 and "Traceback" not in err and "--tp-collectives" in err
+    with pytest.raises(gpuplan.errors.ConfigError) as e:
+        gpuplan.estimate(model="llama3-8b", gpu="h100", gpus=8, tp_collectives="async")
+    assert "\n" not in str(e.value) and "overlapped or blocking" in str(e.value)

@@ -247,9 +247,11 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
              grad_reduce_dtype: str | None = None, schedule: str = "1f1b",
              moments_dtype: str | None = None, activation_cache: str | None = None,
              ema: str | None = None, moe_dispatcher: str = "auto",
-             fp8_recipe: str | None = None, **flags: Any) -> Estimate:
+             fp8_recipe: str | None = None, tp_collectives: str | None = None,
+             **flags: Any) -> Estimate:
     """Memory, time and cost of one configuration (`gpuplan estimate`; `moments_dtype`,
-    `activation_cache`, `ema`, `fp8_recipe`: estimators/buffers.py, None = the stack's).
+    `activation_cache`, `ema`, `fp8_recipe`: estimators/buffers.py, None = the stack's;
+    `tp_collectives`: overlapped|blocking, None = the stack's [stack.NAME] setting).
     `flags`: the model flags (layers, hidden, heads, kv_heads, ffn, vocab, mlp, tied_embeddings),
     the site flags (utilization, years, electricity, pue, grid_intensity, interruptions, reuse)
     and `allocator` (caching|expandable).
@@ -283,7 +285,8 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
                         overrides=_site_overrides(flags) if flags else {},
                         power_limit_watts=power_limit_watts,
                         grad_reduce_dtype=grad_reduce_dtype,
-                        memory_options=(moments_dtype, activation_cache, ema, fp8_recipe))
+                        memory_options=(moments_dtype, activation_cache, ema, fp8_recipe),
+                        tp_collectives=tp_collectives)
     ft_facts.pop("tokens")
     info = sft.info(m, tokens=value, days=e.time_to_train_days, **ft_facts)
     return e if info is None and e.finetune is None else dataclasses.replace(e, finetune=info)

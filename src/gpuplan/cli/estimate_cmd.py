@@ -111,6 +111,10 @@ def _memory_flags(g: Any) -> None:
     g.add_argument("--grad-reduce-dtype", choices=("fp32", "bf16"),
                    help="gradient accumulation / reduction buffer dtype (default: the software "
                    "stack's, data/memory.toml; Megatron-LM and NeMo fp32)")
+    g.add_argument("--tp-collectives", choices=("overlapped", "blocking"),
+                   help="whether tensor-parallel collectives hide behind compute (overlapped: "
+                   "Megatron-Core, async TP) or block it (blocking: PyTorch DTensor TP); "
+                   "default: the software stack's (blocking under fsdp, torchtitan, torchtune)")
     g.add_argument("--schedule", default="1f1b", choices=("1f1b", "dualpipe", "1f1b-a2a"),
                    help="pipeline schedule: 1f1b (interleaved with --vpp), DeepSeek-V3's "
                    "dualpipe (two stages per rank, pp + 1 micro-batches in flight) or 1f1b-a2a "
@@ -166,6 +170,7 @@ def estimate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         usd_per_gpu_hour=args.usd_per_gpu_hour, pricing=args.pricing,
         power_limit_watts=args.power_limit_watts, catalog=args.catalog,
         grad_reduce_dtype=getattr(args, "grad_reduce_dtype", None),
+        tp_collectives=getattr(args, "tp_collectives", None),
         schedule=getattr(args, "schedule", "1f1b"),
         moe_dispatcher=getattr(args, "moe_dispatcher", "auto"),
         moments_dtype=getattr(args, "moments_dtype", None),

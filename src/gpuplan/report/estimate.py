@@ -38,6 +38,7 @@ def _header(r: Estimate) -> list[str]:
         + (f" every {lay.recompute_every} layers" if lay.recompute_every > 1 else "") + "  "
         f"SP {'on' if lay.sp else 'off'}  flash attention {'on' if lay.flash else 'off'}"
         + _offloaded(lay) + f"  stack {lay.stack}"
+        + (f"  TP collectives {lay.tp_collectives}" if lay.tp > 1 else "")
         + (f"  schedule {lay.schedule}" if getattr(lay, "schedule", "1f1b") != "1f1b" else ""),
         *_memory_options(lay),
     ]

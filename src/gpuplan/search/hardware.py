@@ -164,7 +164,7 @@ STACK_FIELDS = ("matmul_scale", "fp8_ratio")
 STACK_FP8_FLAGS = ("fp8_cast", "fp8_tp_gather")
 # [stack.NAME] tp_collectives (stated; docs/calibration.md, "Blocking tensor-parallel
 # collectives"): "blocking" hides none of the TP collectives (tp_overlap 0).
-TP_BLOCKING = "blocking"
+TP_BLOCKING, TP_OVERLAPPED = "blocking", "overlapped"
 # [efficiency.FAMILY] field, stated (never fitted): an 'fa2' stack's attention speed relative
 # to the fused kernel on the family (docs/calibration.md, "Attention kernel of a stack").
 FA2_RATIO = "fa2_attention_ratio"

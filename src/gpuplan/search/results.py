@@ -80,6 +80,9 @@ class LayoutInfo:
     allocator: str = "caching"
     allocator_fraction: float = 0.0
     moe_dispatcher: str = "flex"  # the MoE dispatch used (spec.MOE_DISPATCHERS, auto resolved)
+    # whether the TP collectives hide behind compute ("overlapped") or block it ("blocking"):
+    # the stack's [stack.NAME] tp_collectives, or --tp-collectives
+    tp_collectives: str = "overlapped"
 
 
 @dataclass(frozen=True, kw_only=True)

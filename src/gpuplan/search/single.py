@@ -37,7 +37,16 @@ from ..units import GiB
 from . import feasibility as fz
 from .evaluate import Site, SiteOverrides, outcome, own_cost, physics, site_from_catalog
 from .fit import fit_options
-from .hardware import check_precision, default_system, efficiency_for, hardware_table
+from .hardware import (
+    TP_BLOCKING,
+    TP_OVERLAPPED,
+    check_precision,
+    default_system,
+    efficiency_for,
+    family_constants,
+    hardware_table,
+    stack_row,
+)
 from .intervals import Interval, interval
 from .memo import one_row, per_catalog
 from .platforms import (
@@ -248,15 +257,18 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
              usd_per_gpu_hour: float | None, pricing: str | None,
              overrides: SiteOverrides,
              power_limit_watts: float | None = None, grad_reduce_dtype: str | None = None,
-             memory_options: tuple[str | None, ...] = ()) -> Estimate:
+             memory_options: tuple[str | None, ...] = (),
+             tp_collectives: str | None = None) -> Estimate:
     """`memory_options`: (moments dtype, activation cache, EMA place, FP8 recipe),
-    `with_memory_options` (the FP8 recipe with this GPU)."""
+    `with_memory_options` (the FP8 recipe with this GPU); `tp_collectives`: 'overlapped' or
+    'blocking' (None: the stack's, `with_tp_collectives`)."""
     _check_precision(cat, gpu, PRECISIONS[int(layout.precision)])
     site = with_memory_options(with_grad_reduce(_site(cat, overrides), grad_reduce_dtype),
                                layout, *memory_options, gpu=gpu)
     plat, hw = _hardware(cat, gpu, offer, system)
     stack = STACKS[int(one(layout.stack))]
     eff, iv = _efficiency(cat, gpu.family, stack)
+    eff, tp_collectives = with_tp_collectives(cat, eff, gpu.family, stack, tp_collectives)
     power: PowerScaling | None = None
     if power_limit_watts is not None:
         power = power_scaling(gpu, power_limit_watts)
@@ -272,7 +284,7 @@ def estimate(cat: Catalog, model: ModelSpec, gpu: Accelerator, layout: Layout, *
     base: dict[str, Any] = dict(
         model=model.id, params=params, active_params=active,
         gpu=gpu.id, gpus=gpus, platform=plat.id, gpus_per_node=plat.gpus_per_node,
-        layout=_layout_info(layout, **_memory_echo(layout, site)),
+        layout=_layout_info(layout, **_memory_echo(layout, site), tp_collectives=tp_collectives),
         **_memory_fields(mem, layout, site),
         gpu_memory_gib=cap / GiB, headroom_gib=first(ph.headroom_bytes) / GiB, fits=fits,
         suggestions=() if fits else fit_options(
@@ -337,6 +349,19 @@ def _efficiency(cat: Catalog, family: str, stack: str) -> tuple[Efficiency, Inte
         return eff, interval(cat, family, stack, bool(one(eff.guess)))
 
     return per_catalog(cat, ("efficiency", family, stack), build)
+
+
+def with_tp_collectives(cat: Catalog, eff: Efficiency, family: str, stack: str,
+                        setting: str | None) -> tuple[Efficiency, str]:
+    """(efficiency, setting) with the TP collectives `setting` ('overlapped': the family's
+    tp_overlap; 'blocking': 0; None: the stack's [stack.NAME] tp_collectives, as `eff` has)."""
+    if setting is None:
+        return eff, str(stack_row(cat, stack).get("tp_collectives") or TP_OVERLAPPED)
+    if setting not in (TP_OVERLAPPED, TP_BLOCKING):
+        raise ConfigError(f"tp_collectives must be {TP_OVERLAPPED} or {TP_BLOCKING}, got "
+                          f"'{setting}'")
+    overlap = 0.0 if setting == TP_BLOCKING else family_constants(cat, family)["tp_overlap"]
+    return replace(eff, tp_overlap=overlap), setting
 
 
 def with_grad_reduce(site: Site, dtype: str | None) -> Site:
