@@ -246,17 +246,15 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
              packing: bool | None = None, padding_efficiency: float | None = None,
              grad_reduce_dtype: str | None = None, schedule: str = "1f1b",
              moments_dtype: str | None = None, activation_cache: str | None = None,
-             ema: str | None = None, moe_dispatcher: str = "auto",
-             fp8_recipe: str | None = None, tp_collectives: str | None = None,
-             **flags: Any) -> Estimate:
+             ema: str | None = None, moe_dispatcher: str = "auto", fp8_recipe: str | None = None,
+             tp_collectives: str | None = None, **flags: Any) -> Estimate:
     """Memory, time and cost of one configuration (`gpuplan estimate`; `moments_dtype`,
-    `activation_cache`, `ema`, `fp8_recipe`: estimators/buffers.py, None = the stack's;
-    `tp_collectives`: overlapped|blocking, None = the stack's [stack.NAME] setting).
-    `flags`: the model flags (layers, hidden, heads, kv_heads, ffn, vocab, mlp, tied_embeddings),
-    the site flags (utilization, years, electricity, pue, grid_intensity, interruptions, reuse)
-    and `allocator` (caching|expandable).
-    Fine-tuning (#15): `method` full|lora|qlora|freeze, `lora_rank`, `lora_targets`, `quant`,
-    and the tokens as `samples` x `seq_len` x `epochs` (`packing`, `padding_efficiency`)."""
+    `activation_cache`, `ema`, `fp8_recipe`: estimators/buffers.py, `tp_collectives`
+    overlapped|blocking: None = the stack's). `flags`: model flags (layers, hidden, heads,
+    kv_heads, ffn, vocab, mlp, tied_embeddings), site flags (utilization, years, electricity,
+    pue, grid_intensity, interruptions, reuse), `allocator` (caching|expandable). Fine-tuning
+    (#15): `method` full|lora|qlora|freeze, `lora_rank`, `lora_targets`, `quant`, and the tokens
+    as `samples` x `seq_len` x `epochs` (`packing`, `padding_efficiency`)."""
     from .search import finetune as sft
     from .search import single
     _check_flags(flags, ESTIMATE_FLAGS)
@@ -277,18 +275,17 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
                         recompute_every=recompute_every, first_stage_layers=first_stage_layers,
                         last_stage_layers=last_stage_layers, schedule=schedule,
                         offload_layers=offload_layers, moe_dispatcher=moe_dispatcher)
-    if offer and usd_per_gpu_hour is not None:
+    if offer and usd_per_gpu_hour is not None:  # one price only
         raise ConfigError("give either --offer or --usd-per-gpu-hour, not both")
     value = _checked_tokens(tokens, layout, bool(ft_facts.get("samples")))
     e = single.estimate(cat, m, acc, layout, gpus=n, tokens=value, offer=offer,
                         system=system, usd_per_gpu_hour=usd_per_gpu_hour, pricing=pricing,
                         overrides=_site_overrides(flags) if flags else {},
-                        power_limit_watts=power_limit_watts,
+                        power_limit_watts=power_limit_watts, tp_collectives=tp_collectives,
                         grad_reduce_dtype=grad_reduce_dtype,
-                        memory_options=(moments_dtype, activation_cache, ema, fp8_recipe),
-                        tp_collectives=tp_collectives)
-    ft_facts.pop("tokens")
-    info = sft.info(m, tokens=value, days=e.time_to_train_days, **ft_facts)
+                        memory_options=(moments_dtype, activation_cache, ema, fp8_recipe))
+    info = sft.info(m, tokens=value, days=e.time_to_train_days,
+                    **{k: v for k, v in ft_facts.items() if k != "tokens"})
     return e if info is None and e.finetune is None else dataclasses.replace(e, finetune=info)
 
 

@@ -28,7 +28,7 @@ from .power import power_limited
 __all__ = ["Platform", "attention_kernel", "best_stack", "check_precision", "default_system",
            "efficiency_for", "efficiency_rows", "family_constants", "hardware_for",
            "hardware_table", "limited", "pair_is_guess", "peak_row", "stack_group", "stack_row",
-           "with_stack"]
+           "with_stack", "with_tp_collectives"]
 
 
 def _accelerator(cat: Catalog, accelerator: Accelerator | str) -> Accelerator:
@@ -283,3 +283,16 @@ def efficiency_for(cat: Catalog, families: Any, stack: str | None = None) -> Eff
     guess = np.array([pair_is_guess(cat, str(f), stack) for f in fams.ravel()]
                      ).reshape(fams.shape)
     return Efficiency(**out, guess=guess)
+
+
+def with_tp_collectives(cat: Catalog, eff: Efficiency, family: str, stack: str,
+                        setting: str | None) -> tuple[Efficiency, str]:
+    """(efficiency, setting) with the TP collectives `setting` ('overlapped': the family's
+    tp_overlap; 'blocking': 0; None: the stack's [stack.NAME] tp_collectives, as `eff` has)."""
+    if setting is None:
+        return eff, str(stack_row(cat, stack).get("tp_collectives") or TP_OVERLAPPED)
+    if setting not in (TP_OVERLAPPED, TP_BLOCKING):
+        raise ConfigError(f"tp_collectives must be {TP_OVERLAPPED} or {TP_BLOCKING}, got "
+                          f"'{setting}'")
+    overlap = 0.0 if setting == TP_BLOCKING else family_constants(cat, family)["tp_overlap"]
+    return replace(eff, tp_overlap=overlap), setting

@@ -38,14 +38,11 @@ from . import feasibility as fz
 from .evaluate import Site, SiteOverrides, outcome, own_cost, physics, site_from_catalog
 from .fit import fit_options
 from .hardware import (
-    TP_BLOCKING,
-    TP_OVERLAPPED,
     check_precision,
     default_system,
     efficiency_for,
-    family_constants,
     hardware_table,
-    stack_row,
+    with_tp_collectives,
 )
 from .intervals import Interval, interval
 from .memo import one_row, per_catalog
@@ -349,19 +346,6 @@ def _efficiency(cat: Catalog, family: str, stack: str) -> tuple[Efficiency, Inte
         return eff, interval(cat, family, stack, bool(one(eff.guess)))
 
     return per_catalog(cat, ("efficiency", family, stack), build)
-
-
-def with_tp_collectives(cat: Catalog, eff: Efficiency, family: str, stack: str,
-                        setting: str | None) -> tuple[Efficiency, str]:
-    """(efficiency, setting) with the TP collectives `setting` ('overlapped': the family's
-    tp_overlap; 'blocking': 0; None: the stack's [stack.NAME] tp_collectives, as `eff` has)."""
-    if setting is None:
-        return eff, str(stack_row(cat, stack).get("tp_collectives") or TP_OVERLAPPED)
-    if setting not in (TP_OVERLAPPED, TP_BLOCKING):
-        raise ConfigError(f"tp_collectives must be {TP_OVERLAPPED} or {TP_BLOCKING}, got "
-                          f"'{setting}'")
-    overlap = 0.0 if setting == TP_BLOCKING else family_constants(cat, family)["tp_overlap"]
-    return replace(eff, tp_overlap=overlap), setting
 
 
 def with_grad_reduce(site: Site, dtype: str | None) -> Site:
