@@ -22,7 +22,7 @@ from ..spec import STACKS
 from . import feasibility as fz
 from . import prune, variants
 from .evaluate import time_per_step  # noqa: F401  (benchmarks count rows through it)
-from .grid import Axes, product
+from .grid import Axes, mesh, mesh_rows
 from .hardware import best_stack, efficiency_for, hardware_table, host_memory_per_gpu, limited
 from .intervals import at_confidence, interval
 from .platforms import Platform
@@ -99,15 +99,19 @@ def layout_table(req: Any, counts: np.ndarray, axes: Axes,
     dropped = np.zeros((len(counts), tp_values.size, 3), dtype=np.int64)
     parts: list[dict[str, np.ndarray]] = []
     for i, c in enumerate(counts):
-        g, dropped[i, :, 0] = product(int(c), axes)  # tp*pp*cp divides the count
-        valid = _valid(g, req, len(axes.precision))
+        # the grid unflattened (`grid.mesh`): the checks computed once per combination of the
+        # fields they read, broadcast to every row; tp*pp*cp divides the count
+        f, dropped[i, :, 0] = mesh(int(c), axes)
+        shape = np.broadcast_shapes(*(v.shape for v in f.values()))
+        valid = np.broadcast_to(_valid(f, req, len(axes.precision)), shape)
         # Megatron-LM's interleaved schedule runs micro-batches per step in groups of pp
-        interleaves = (g["vpp"] == 1) | (req.global_batch % (g["dp"] * g["micro_batch"]
-                                                            * g["pp"]) == 0)
-        tp_at = np.searchsorted(tp_values, g["tp"])
-        dropped[i, :, 1] = np.bincount(tp_at[~valid], minlength=tp_values.size)
-        dropped[i, :, 2] = np.bincount(tp_at[valid & ~interleaves], minlength=tp_values.size)
-        parts.append(_take(g, valid & interleaves))
+        interleaves = (f["vpp"] == 1) | (req.global_batch % (f["dp"] * f["micro_batch"]
+                                                            * f["pp"]) == 0)
+        tp_at = np.searchsorted(tp_values, f["tp"].reshape(-1))  # per first-axis triple
+        for j, bad in ((1, ~valid), (2, valid & ~interleaves)):
+            per_triple = np.count_nonzero(bad, axis=tuple(range(1, bad.ndim)))
+            dropped[i, :, j] = np.bincount(tp_at, per_triple, tp_values.size).astype(np.int64)
+        parts.append(mesh_rows(f, valid & interleaves))
     g = ({k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts
          else {k: np.zeros(0, dtype=np.int64) for k in _ROW_KEYS})
     mem = _most_loaded(req, g)
@@ -124,8 +128,13 @@ def layout_table(req: Any, counts: np.ndarray, axes: Axes,
 def _valid(g: dict[str, np.ndarray], req: Any, k: int) -> np.ndarray:
     """`Layout.valid_mask` of the rows g of `grid.product`, evaluated on every k-th row and
     repeated: precision is the product's fastest axis (k values) and the layout rules read
-    only `rules.LAYOUT_NAMES`, which holds no precision, so the same mask at 1/k the cost."""
+    only `rules.LAYOUT_NAMES`, which holds no precision, so the same mask at 1/k the cost.
+    Of `grid.mesh`'s fields (arrays of several axes), the rules broadcast (elementwise: the
+    same mask, in the grid's shape or one that broadcasts to it), each computed once per
+    combination of the fields it reads."""
     p = g["precision"]
+    if p.ndim > 1:
+        return _layout(g, req).valid_mask(req.model)
     if (k <= 1 or p.size % k or "precision" in LAYOUT_NAMES.values()
             or not (p.reshape(-1, k) == p[:k]).all()):
         return _layout(g, req).valid_mask(req.model)
