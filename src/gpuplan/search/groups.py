@@ -60,7 +60,8 @@ class LayoutTable:
     # precisions): it depends on the request shape alone, as the table does
     sizes: dict[tuple, Any] = field(default_factory=dict)
     memo: dict[tuple, Any] = field(default_factory=dict)  # variants.candidates' row selections
-    # prune.terms_of of each row of g, then of extra
+    # the bound terms (`prune._table_terms`: per number of rows equal but for what they do not
+    # read, `termrows.term_ids`) and the twins' figures (`twins.relevant`)
     bounds: dict[str, np.ndarray] = field(default_factory=dict)
     per_count: dict[int, int] = field(default_factory=dict)  # variant rows by GPU count
     # sizes the `pending` variant rows given (`variants.size_rows`), as a group reads them

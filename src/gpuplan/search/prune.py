@@ -21,19 +21,20 @@ all-to-all where it is all exposed (1F1B, comm.EP_OVERLAP = 0: `shared_overlap` 
 min(t, 0) of it), else 0 (search/a2a.py); on an MoE model whose dispatch crosses
 nodes it is most of the gap between the bound and the step.
 
-Steps (`timed_rows`): the bound of every row; per group and count, a few rows of small bound
-and a sample of the others are timed first (`_probed`, all groups' probes in a few calls);
-rows whose bound is above the best probe's step by MARGIN are skipped, the rest timed as
-before. A group's rows arrive with a few fields (`groups.LEAN`, the table row, memory and
-host traffic): the probes and the rows kept get the others from the table (`timed.filled`),
-the skipped rows never do. The HSDP copies (`groups.evaluate_groups`) are skipped likewise,
-against their count's fastest grid row too. Groups timed together (`timed.time_many`, equal
-rows) skip a row only where all of them may. Skipped rows are counted physically feasible, as
-timing them would have (`_sound` hardware, no offload traffic, a supported precision: the bound is
-finite). A guard (`_holds`) checks both bounds on every probe and every row timed; if one
-fails (a physics change the bound does not mirror), the search times every row, as without
-pruning. `tests/test_search_cache.py` checks that plans are equal with and without pruning,
-and the bound against every row of several searches.
+Steps (`timed_rows`): the bound of every row (its layout terms, and a group's bounds, once per
+number of rows equal but for what the terms do not read: search/termrows.py); per group and
+count, a few rows of small bound and a sample of the others are timed first (`_probed`, all
+groups' probes in a few calls); rows whose bound is above the best probe's step by MARGIN are
+skipped, the rest timed as before. A group's rows arrive with a few fields (`groups.LEAN`, the
+table row, memory and host traffic): the probes and the rows kept get the others from the table
+(`timed.filled`), the skipped rows never do. The HSDP copies (`groups.evaluate_groups`) are
+skipped likewise, against their count's fastest grid row too. Groups timed together
+(`timed.time_many`, equal rows) skip a row only where all of them may. Skipped rows are counted
+physically feasible, as timing them would have (`_sound` hardware, no offload traffic, a
+supported precision: the bound is finite). A guard (`_holds`) checks both bounds on every probe
+and every row timed; if one fails (a physics change the bound does not mirror), the search
+times every row, as without pruning. `tests/test_search_cache.py` checks that plans are equal
+with and without pruning, and the bound against every row of several searches.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from ..estimators.shapes import act_element_bytes, tokens_per_rank
 from ..rules import LayoutArrays
 from ..spec import FP8, PRECISIONS
 from ..workload import finetune_of
-from . import a2a
+from . import a2a, termrows
 from . import twins as tw
 from .timed import _TIMED_KEYS as _TIMED
 from .timed import filled, layout_of, time_many
@@ -131,34 +132,50 @@ def _layout_terms(req: Any, g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def terms_of(req: Any, g: dict[str, np.ndarray], table: Any = None) -> dict[str, np.ndarray]:
-    """`_layout_terms` of rows g, from those of every row of the layout table (its grid rows,
-    then its variant rows; computed once and kept in it, `LayoutTable.bounds`): a row's `row`
-    is its grid row, or -2 - its variant row (`variants.candidates`)."""
+    """`_layout_terms` of rows g, from those of the layout table's rows (`_table_terms`): a
+    row's `row` is its grid row, or -2 - its variant row (`variants.candidates`)."""
     if table is None or "row" not in g:
         return _layout_terms(req, g)
-    if "floats" not in table.bounds:  # float terms as one (term, row) matrix: one gather
-        parts = [_layout_terms(req, r) for r in [table.g] + ([table.extra] if table.extra
-                                                             else [])]
-        n = [p["prec"].size for p in parts]
-        names = [k for k in _FLOATS if k in parts[0]]  # the all-to-all's (last): MoE alone
-        floats = np.empty((len(names), sum(n)))
-        for j, k in enumerate(names):
-            np.concatenate([p[k] for p in parts], out=floats[j])
-        table.bounds.update(floats=floats, prec=np.concatenate([p["prec"] for p in parts]))
-        if "a2a_pairs" in parts[0]:
-            pairs = np.concatenate([p["a2a_pairs"] for p in parts])  # renumbered over both
-            number, table.bounds["a2a_pairs"] = a2a.pairs(pairs[:, 0], pairs[:, 1])
-            offsets = np.cumsum([0] + [p["a2a_pairs"].shape[0] for p in parts[:-1]])
-            table.bounds["a2a_at"] = np.concatenate([number[p["a2a_at"] + o] for p, o
-                                                     in zip(parts, offsets, strict=True)])
+    return _gathered(_table_terms(req, table), _term_ids(table, g))
+
+
+def _term_ids(table: Any, g: dict[str, np.ndarray]) -> np.ndarray:
+    """The `termrows.term_ids` number of each of rows g (`row`: the table row)."""
     row = g["row"]
-    at = np.where(row >= 0, row, table.g["gpus"].size - 2 - row)
+    return table.bounds["ids"][np.where(row >= 0, row, table.g["gpus"].size - 2 - row)]
+
+
+def _table_terms(req: Any, table: Any) -> dict[str, np.ndarray]:
+    """The bound terms of the layout table's rows, once per `termrows.term_ids` number (rows
+    equal but for what no term reads), kept in it (`LayoutTable.bounds`): each row's number
+    (`ids`; grid rows, then variant rows), the float terms as one (term, number) matrix (one
+    gather), `prec`, and for an MoE model the all-to-all's (EP degree, stride) pairs."""
     b = table.bounds
+    if "floats" not in b:
+        ids, rows = termrows.term_ids(table)
+        x = _layout_terms(req, termrows.representatives(table, rows, _LAYOUT_KEYS))
+        names = [k for k in _FLOATS if k in x]  # the all-to-all's (last): MoE alone
+        floats = np.empty((len(names), rows.size))
+        for j, k in enumerate(names):
+            floats[j] = x[k]
+        b.update(ids=ids, floats=floats, prec=np.ascontiguousarray(x["prec"]))
+        if "a2a_pairs" in x:
+            b["a2a_at"], b["a2a_pairs"] = x["a2a_at"], x["a2a_pairs"]
+    return b
+
+
+def _gathered(b: dict[str, np.ndarray], at: np.ndarray) -> dict[str, np.ndarray]:
+    """The terms of `_table_terms` numbers `at`."""
     out = dict(zip(_FLOATS[:len(b["floats"])], np.take(b["floats"], at, axis=1), strict=True))
     out["prec"] = b["prec"][at]
     if "a2a_pairs" in b:
         out["a2a_at"], out["a2a_pairs"] = b["a2a_at"][at], b["a2a_pairs"]
     return out
+
+
+# the fields `_layout_terms` reads (`timed.layout_of`)
+_LAYOUT_KEYS = ("gpus", "tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompute",
+                "precision", "shard_group", "offload")
 
 
 # the float terms of `_layout_terms` (beside `prec`, and for an MoE model `a2a_at` and
@@ -283,10 +300,17 @@ def _bounds(req: Any, jobs: Jobs, table: Any) -> list[Any]:
         g = jobs[members[0]][0]
         if g["gpus"].size == 0 or not all(_sound(jobs[i][1]) for i in members):
             continue
-        x = terms_of(req, g, table)
+        if table is None or "row" not in g:
+            x, place = terms_of(req, g, table), None
+        else:  # once per number of `termrows.term_ids` among the rows, then gathered
+            b = _table_terms(req, table)
+            distinct, place = termrows.among(_term_ids(table, g), b["prec"].size)
+            x = _gathered(b, distinct)
         for i in members:
             step_lb, floor_lb = floors(x, jobs[i][1].hw, jobs[i][1].eff, req.model,
                                        jobs[i][1].stack)
+            if place is not None:
+                step_lb, floor_lb = step_lb[place], floor_lb[place]
             ok = np.isfinite(step_lb) & (step_lb > 0) & (g["host_traffic"] == 0)
             out[i] = (step_lb, floor_lb, ok)
             stats.bounded += g["gpus"].size
