@@ -71,3 +71,21 @@ def test_the_table_equals_the_flat_grid_checked_row_by_row():
     assert table.dropped[:, :, 1:].sum() > 0
     for k in rows[0]:
         assert np.array_equal(table.g[k], np.concatenate([r[k] for r in rows]))
+
+
+def test_a_column_of_some_counts_equals_its_rows_gathered():
+    req = _request("deepseek-v3", 4096)
+    counts = np.array([8, 24, 64, 96, 1024])
+    axes = model_axes(req.model, req.seq_len, counts=counts)
+    table = planmod.layout_table(req, counts, axes)
+    for some in ([64], [8, 24, 64], [8, 64, 1024], [24, 96], []):
+        mine = np.array(some, dtype=np.int64)
+        for values in (table.g["tp"], table.memory_bytes):
+            assert np.array_equal(table.of(values, mine), values[table.rows(mine)])
+
+
+@pytest.mark.parametrize("values", [[], [3], [1, 1, 2, 8, 8, 8, 64], [8, 1, 8, 2]])
+def test_distinct_values_equal_numpys(values):
+    a = np.array(values, dtype=np.int64)
+    got = groups._distinct(a)
+    assert got.dtype == np.unique(a).dtype and np.array_equal(got, np.unique(a))

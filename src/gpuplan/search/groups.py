@@ -89,6 +89,14 @@ class LayoutTable:
             return slice(int(self.starts[blocks[0]]), int(self.starts[blocks[-1] + 1]))
         return np.concatenate([np.arange(self.starts[b], self.starts[b + 1]) for b in blocks])
 
+    def of(self, values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """`values[self.rows(counts)]` (one value per runnable row): a view when the blocks
+        are consecutive, else their slices joined (a copy, no gather)."""
+        blocks = self.blocks(counts)
+        if not blocks or blocks == list(range(blocks[0], blocks[0] + len(blocks))):
+            return values[self.rows(counts)]
+        return np.concatenate([values[self.starts[b]:self.starts[b + 1]] for b in blocks])
+
 
 def layout_table(req: Any, counts: np.ndarray, axes: Axes,
                  smallest_gpu_bytes: float = math.inf) -> LayoutTable:
@@ -328,18 +336,25 @@ def _chosen(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray,
     mine = Tally()
     _tally_dropped(mine, acc.id, table, counts, p0.scale_up_domain)
     idx = table.rows(counts)
-    tp, prec, gpus = (table.g[k][idx] for k in ("tp", "precision", "gpus"))
+    tp, prec, gpus = (table.of(table.g[k], counts) for k in ("tp", "precision", "gpus"))
     wanted = np.ones(tp.shape, dtype=bool) if precisions is None else np.isin(prec, precisions)
     keep = mine.apply(acc.id, wanted, [
         *fz.hardware_checks(tp=tp, precision=prec, gpus=gpus, platform=p0,
                             allow_consumer=req.filters.allow_consumer),
-        fz.memory_check(table.memory_bytes[idx], acc.memory_bytes)])
+        fz.memory_check(table.of(table.memory_bytes, counts), acc.memory_bytes)])
     rows = (np.arange(table.g["gpus"].size)[idx] if isinstance(idx, slice) else idx)[keep]
     g = {k: table.g[k][rows] for k in LEAN}  # the others once pruned (`timed.filled`)
     g["memory_bytes"] = table.memory_bytes[rows]
     g["host_traffic"] = np.zeros(rows.size)
     g["row"] = rows
-    return _Chosen(key=key, g=g, fitting=np.unique(g["gpus"]), mine=mine)
+    return _Chosen(key=key, g=g, fitting=_distinct(g["gpus"]), mine=mine)
+
+
+def _distinct(a: np.ndarray) -> np.ndarray:
+    """np.unique(a), in one pass (no sort) where a does not decrease (rows in table order)."""
+    if a.size == 0 or not (a[1:] >= a[:-1]).all():
+        return np.unique(a)
+    return a[np.concatenate(([True], a[1:] != a[:-1]))]
 
 
 def _prepared(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray, tally: Tally,
