@@ -60,17 +60,16 @@ def variant_rows(g: dict[str, np.ndarray], valid: np.ndarray, memory_bytes: np.n
         (idx[big & (rc == R_NONE)], {"recompute": R_OP}, 1)]
     lean = idx[big & zero3 & (rc == R_FULL)]
     picks += [(lean, {"offload": o}, 2) for o in OFFLOADS]
-    parts = []
-    for rows, change, kind in picks:
-        part = {k: v[rows] for k, v in g.items()}
-        part.update({k: np.full(rows.size, v, dtype=np.int64) for k, v in change.items()})
-        part["twin"], part["kind"] = rows, np.full(rows.size, kind, dtype=np.int64)
-        parts.append(part)
+    twin = np.concatenate([rows for rows, _, _ in picks])  # the picks in turn: one gather
+    ends = np.cumsum([rows.size for rows, _, _ in picks])
     keys = set(g) | {"shard_group", "offload", "twin", "kind"}
-    out = {}
-    for k in keys:
-        out[k] = np.concatenate([p.get(k, np.zeros(p["twin"].size, dtype=np.int64))
-                                 for p in parts])
+    out = {k: g[k][twin] if k in g else np.zeros(twin.size, dtype=np.int64) for k in keys}
+    starts = np.concatenate(([0], ends[:-1]))
+    for (_, change, kind), lo, hi in zip(picks, starts, ends, strict=True):
+        for k, v in change.items():
+            out[k][lo:hi] = v
+        out["kind"][lo:hi] = kind
+    out["twin"] = twin
     return out
 
 
