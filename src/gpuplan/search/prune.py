@@ -245,10 +245,10 @@ DENSE = 1 << 22  # the largest dense key array of `_probes` (else np.unique's so
 SAMPLE = 97  # every SAMPLE-th eligible row is timed with the probes (the guard's sample)
 
 
-def _probes(g: dict[str, np.ndarray], step_lb: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """Per GPU count and PROBE_FIELDS values, the first row of the smallest bound among rows
-    `ok` (none where no row is ok)."""
-    _, seg = _segments(g["gpus"])
+def _probe_keys(g: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(`_segments` of rows g, each row's number among the (GPU count, PROBE_FIELDS values)
+    combinations, their range): what `_probes` and `_probed` read of a class's rows."""
+    starts, seg = _segments(g["gpus"])
     key = seg.astype(np.int64)
     for f in PROBE_FIELDS:
         v = g[f].astype(np.int64)
@@ -257,6 +257,19 @@ def _probes(g: dict[str, np.ndarray], step_lb: np.ndarray, ok: np.ndarray) -> np
     if size > DENSE:
         _, key = np.unique(key, return_inverse=True)
         size = int(key.max()) + 1
+    return starts, seg, key, size
+
+
+def _same(g: dict[str, np.ndarray]) -> tuple[int, ...]:
+    """What `_probe_keys` reads of rows g, by identity: the jobs of a class share the arrays."""
+    return tuple(id(g[f]) for f in ("gpus", *PROBE_FIELDS))
+
+
+def _probes(g: dict[str, np.ndarray], step_lb: np.ndarray, ok: np.ndarray,
+            keys: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None = None) -> np.ndarray:
+    """Per GPU count and PROBE_FIELDS values, the first row of the smallest bound among rows
+    `ok` (none where no row is ok); `keys`: `_probe_keys(g)`, when known."""
+    _, _, key, size = keys or _probe_keys(g)
     b = np.where(ok, step_lb, np.inf)
     low = np.full(size, np.inf)
     np.minimum.at(low, key, b)
@@ -326,13 +339,17 @@ def _probed(req: Any, jobs: Jobs, bounds: list[Any], table: Any = None,
     count (`_known`): rows whose bound is above it are skipped whatever the probes find, so
     none of them is chosen as a probe (the sample still takes them)."""
     probes = []
+    keys: dict[tuple[int, ...], Any] = {}  # `_probe_keys` of each class's rows, once
     for i, b in enumerate(bounds):
         if b is not None:
             ok = b[2]
             sample = np.flatnonzero(ok)[::SAMPLE]
             lead = ok if known is None or known[i] is None else (
                 ok & ~(b[0] > known[i] * (1.0 + MARGIN)))
-            probes.append((i, np.union1d(_probes(jobs[i][0], b[0], lead), sample)))
+            same = _same(jobs[i][0])
+            if same not in keys:
+                keys[same] = _probe_keys(jobs[i][0])
+            probes.append((i, np.union1d(_probes(jobs[i][0], b[0], lead, keys[same]), sample)))
     steps = time_many(req, [({k: v for k, v in filled(table, {k: v[rows] for k, v in
                                                              jobs[i][0].items()}).items()
                               if k in _TIMED}, jobs[i][1], None) for i, rows in probes])
@@ -341,7 +358,7 @@ def _probed(req: Any, jobs: Jobs, bounds: list[Any], table: Any = None,
     for (i, rows), t in zip(probes, steps, strict=True):
         if not _holds(None, t, tuple(x[rows] for x in bounds[i])):
             return None
-        starts, seg = _segments(jobs[i][0]["gpus"])
+        starts, seg, _, _ = keys[_same(jobs[i][0])]
         best = np.full(starts.size, np.inf)
         step = t.full("step_s")
         np.minimum.at(best, seg[rows], np.where(np.isfinite(step), step, np.inf))
