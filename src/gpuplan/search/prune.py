@@ -185,7 +185,8 @@ _FLOATS = ("a_mm", "b_mm", "a_16", "a_at", "inv_d", "mem_bytes", "overhead", "bu
 
 
 def floors(x: dict[str, np.ndarray], hw: Any, eff: Any, model: Any = None,
-           stack: int = 0) -> tuple[np.ndarray, np.ndarray]:
+           stack: int = 0, memo: dict[tuple, Any] | None = None
+           ) -> tuple[np.ndarray, np.ndarray]:
     """(lower bound of step_s, lower bound of compute + memory + overhead + optimizer) of
     rows with layout terms x (`terms_of`) on one group's hardware and efficiency; with the
     `model` (and the group's `stack`), the step's bound counts the MoE all-to-all where it is
@@ -202,7 +203,7 @@ def floors(x: dict[str, np.ndarray], hw: Any, eff: Any, model: Any = None,
         memory = x["mem_bytes"] * _scalar(1.0 / (np.asarray(hw.memory_bandwidth_bytes_per_s)
                                                  * np.asarray(eff.memory_fraction)))
         floor = compute + memory + _scalar(eff.layer_overhead_s) * x["overhead"]
-        lag = 0.0 if model is None else a2a.floor(model, x, hw, stack)
+        lag = 0.0 if model is None else a2a.floor(model, x, hw, stack, memo)
         return (floor + lag) * x["bubble"], floor
 
 
@@ -313,15 +314,17 @@ def _bounds(req: Any, jobs: Jobs, table: Any) -> list[Any]:
         g = jobs[members[0]][0]
         if g["gpus"].size == 0 or not all(_sound(jobs[i][1]) for i in members):
             continue
+        memo = None
         if table is None or "row" not in g:
             x, place = terms_of(req, g, table), None
         else:  # once per number of `termrows.term_ids` among the rows, then gathered
             b = _table_terms(req, table)
             distinct, place = termrows.among(_term_ids(table, g), b["prec"].size)
             x = _gathered(b, distinct)
+            memo = table.bounds.setdefault("a2a_memo", {})  # for the table's pairs alone
         for i in members:
             step_lb, floor_lb = floors(x, jobs[i][1].hw, jobs[i][1].eff, req.model,
-                                       jobs[i][1].stack)
+                                       jobs[i][1].stack, memo)
             if place is not None:
                 step_lb, floor_lb = step_lb[place], floor_lb[place]
             ok = np.isfinite(step_lb) & (step_lb > 0) & (g["host_traffic"] == 0)
