@@ -408,7 +408,7 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
     shared = state.shared(L, wb, gb, ob, m, sb)  # the stages' common factors, computed once
     for P, rank, emb, last in ((placed[0], 0, 1.0, pp == 1), (placed[2], pp - 1, 0.0, True),
                                (placed[1], 1, 0.0, False)):
-        d = bufm.dualpipe_copies(state.stage_state(P, shared, sb), dual)
+        d = _dualpipe_copies(state.stage_state(P, shared, sb), dual)
         # the loss's fp32 tensors (saved log-softmax + copies) are one chunk's (buffers.py)
         head = acts.head + ((1.0 + sb["loss_fp32_copies"]) / sb["loss_chunks"] - 1.0) \
             * acts.loss_copy
@@ -422,9 +422,7 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
                                                            transient, emb == 1.0, sb)
             d = {**d, **ft_d}
         d["moe_tokens"] = np.where(P.moe_layers > 0, acts.moe_tokens, 0.0) * sb["moe_token_buffers"]
-        # 1F1B: pp - rank (capped at m); DualPipe pp + 1 (buffers.dualpipe_inflight)
-        held = np.where(dual, bufm.dualpipe_inflight(pp, m),
-                        inflight_microbatches(pp, L.vpp, m, rank))
+        held = _inflight(dual, pp, L.vpp, m, rank)
         kept = held * (stored + emb * acts.emb_mask)
         d["logits"] = np.where(last, head, 0.0)
         layer = np.maximum(np.where(P.dense_layers > 0, acts.dense_stored, 0.0),
@@ -442,6 +440,29 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
         d["total"] = d["reserved"] + d["runtime_context"]
         out.append(d)
     return tuple(out)
+
+
+def _inflight(dual: np.ndarray, pp: Any, vpp: Any, m: Any, rank: Any) -> Any:
+    """Micro-batches of activations rank `rank` holds: 1F1B's pp - rank (capped at m), and
+    DualPipe's pp + 1 (`buffers.dualpipe_inflight`) where a row is DualPipe (none: 1F1B's
+    alone, np.where's values)."""
+    held = inflight_microbatches(pp, vpp, m, rank)
+    if dual.any() or np.shape(held) != np.broadcast_shapes(dual.shape, np.shape(pp),
+                                                           np.shape(m), np.shape(held)):
+        held = np.where(dual, bufm.dualpipe_inflight(pp, m), held)
+    return held
+
+
+def _dualpipe_copies(state: dict[str, Any], dual: np.ndarray) -> dict[str, Any]:
+    """`buffers.dualpipe_copies`, without its x 1.0 where no row is DualPipe (the search's
+    grids): the same values, each doubled part already a float64 array of the shape the
+    product would have."""
+    if dual.any() or not all(
+            isinstance(v, np.ndarray) and v.dtype == np.float64
+            and v.shape == np.broadcast_shapes(v.shape, dual.shape)
+            for n, v in state.items() if n in bufm._STATE_PARTS):
+        return bufm.dualpipe_copies(state, dual)
+    return dict(state)
 
 
 _ALLOCATED = ("weights", "gradients", "optimizer", "activations", "logits", "gathered",
