@@ -46,9 +46,10 @@ def shared(L: Layout, wb: Any, gb: Any, ob: Any, m: Any, sb: dict[str, Any]) -> 
         fp8_copy=np.where(fp8, bufm.fp8_copy_bytes(sb) - primary, 0.0))
 
 
-def stage_state(P: StageParams, s: dict[str, Any], sb: dict[str, Any]) -> dict[str, Any]:
+def stage_state(P: StageParams, s: dict[str, Any], sb: dict[str, Any],
+                saving: bool = True) -> dict[str, Any]:
     """Weights, gradients, optimizer state and the ZeRO buffers of one stage's GPU (`s`:
-    `shared`'s factors).
+    `shared`'s factors), and (`saving`) what ZeRO-3 saves on weights.
 
     ZeRO-1/2/3 shard optimizer state / + gradients / + weights over dp*cp (experts over
     dp*cp/ep); a shard group of 1 shards nothing. ZeRO-2 and 3 reduce-scatter each layer's
@@ -89,9 +90,11 @@ def stage_state(P: StageParams, s: dict[str, Any], sb: dict[str, Any]) -> dict[s
         ema = EMA_BYTES * n_opt
         st["offloaded"] = st["offloaded"] + np.where(sb["ema"] == "host", ema, 0.0)
         ema = np.where(sb["ema"] == "gpu", ema, 0.0)
-    return dict(**st, ema=ema, gathered=np.where(gather, wb * np.where(
-                    whole, stage - P.root, layers * unit) + wroot * P.root, 0.0),
-                grad_bucket=np.where(s["bucket_on"], s["bucket_b"] * unit, 0.0),
-                fp8_weights=s["fp8_copy"] * (n_w - r_w),
-                zero3_saving=np.where(gather, wb * (P.total - P.root) + wroot * P.root - weights,
-                                      0.0))
+    out = dict(**st, ema=ema, gathered=np.where(gather, wb * np.where(
+                   whole, stage - P.root, layers * unit) + wroot * P.root, 0.0),
+               grad_bucket=np.where(s["bucket_on"], s["bucket_b"] * unit, 0.0),
+               fp8_weights=s["fp8_copy"] * (n_w - r_w))
+    if saving:
+        out["zero3_saving"] = np.where(gather, wb * (P.total - P.root) + wroot * P.root
+                                       - weights, 0.0)
+    return out
