@@ -215,7 +215,10 @@ def candidates(table: Any, counts: np.ndarray, kinds: tuple[int, ...], *, plats:
     sel, e = _selected(table, counts, kinds, precisions)
     if sel.size == 0:
         return {k: np.zeros(0, dtype=table.g[k].dtype if k in table.g else float) for k in keys}
-    skips = unneeded(e, e["twin_memory_bytes"], acc.memory_bytes, fitting)
+    if set(kinds) & {1, 2}:
+        skips = unneeded(e, e["twin_memory_bytes"], acc.memory_bytes, fitting)
+    else:  # no op or offload copy: none is unneeded
+        skips = (np.zeros(sel.size, dtype=bool), np.zeros(sel.size, dtype=bool))
     if set(kinds) & set(LAZY):
         e = _sized_now(table, sel, e, skips)
     host = (min(host_memory_per_gpu(cat, acc, p) for p in plats)
