@@ -291,7 +291,7 @@ def most_loaded_total(model: ModelSpec, layout: Layout, *, runtime_overhead_byte
     total, without selecting every part of the most loaded stage."""
     return functools.reduce(np.maximum, [d["total"] for d in _stage_dicts(
         model, layout, runtime_overhead_bytes=runtime_overhead_bytes,
-        fragmentation=fragmentation, stacks=stacks)])
+        fragmentation=fragmentation, stacks=stacks, total_only=True)])
 
 
 def stage_breakdowns(model: ModelSpec, layout: Layout, *, runtime_overhead_bytes: float,
@@ -384,9 +384,10 @@ def _offload_acts(d: dict[str, Any], L: Layout, P: Any, m: Any, held: Any, store
 
 
 def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
-                 fragmentation: float, stacks: bufm.StackBuffers | None = None
-                 ) -> tuple[dict[str, Any], ...]:
-    """Every part of `MemoryBreakdown` (but `stage`) for the first, last and second rank."""
+                 fragmentation: float, stacks: bufm.StackBuffers | None = None,
+                 total_only: bool = False) -> tuple[dict[str, Any], ...]:
+    """Every part of `MemoryBreakdown` (but `stage`) for the first, last and second rank
+    (`total_only`: those the total sums, and the total)."""
     precision = np.asarray(L.precision, dtype=np.intp)
     m = np.asarray(L.microbatches, dtype=float)
     sbuf = stacks or bufm.LEGACY
@@ -406,12 +407,12 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
     placed = distinct.once(lambda x: pipeline_stages(model, x.tp, x.pp, x.ep, x.vpp,  # (first,
         x.first_stage_layers, x.last_stage_layers), L, distinct.STAGE_READS, sb)  # last, second)
     shared = state.shared(L, wb, gb, ob, m, sb)  # the stages' common factors, computed once
+    # the loss's fp32 tensors (saved log-softmax + copies) are one chunk's (buffers.py)
+    head = acts.head + ((1.0 + sb["loss_fp32_copies"]) / sb["loss_chunks"] - 1.0) \
+        * acts.loss_copy
     for P, rank, emb, last in ((placed[0], 0, 1.0, pp == 1), (placed[2], pp - 1, 0.0, True),
                                (placed[1], 1, 0.0, False)):
-        d = bufm.dualpipe_copies(state.stage_state(P, shared, sb), dual)
-        # the loss's fp32 tensors (saved log-softmax + copies) are one chunk's (buffers.py)
-        head = acts.head + ((1.0 + sb["loss_fp32_copies"]) / sb["loss_chunks"] - 1.0) \
-            * acts.loss_copy
+        d = _dualpipe_copies(state.stage_state(P, shared, sb, not total_only), dual)
         stored = P.dense_layers * acts.dense_stored + P.moe_layers * acts.moe_stored
         transient = np.maximum(np.where(P.dense_layers > 0, acts.dense_transient, 0.0),
                                np.where(P.moe_layers > 0, acts.moe_transient, 0.0))
@@ -422,26 +423,59 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
                                                            transient, emb == 1.0, sb)
             d = {**d, **ft_d}
         d["moe_tokens"] = np.where(P.moe_layers > 0, acts.moe_tokens, 0.0) * sb["moe_token_buffers"]
-        # 1F1B: pp - rank (capped at m); DualPipe pp + 1 (buffers.dualpipe_inflight)
-        held = np.where(dual, bufm.dualpipe_inflight(pp, m),
-                        inflight_microbatches(pp, L.vpp, m, rank))
+        held = _inflight(dual, pp, L.vpp, m, rank)
         kept = held * (stored + emb * acts.emb_mask)
         d["logits"] = np.where(last, head, 0.0)
         layer = np.maximum(np.where(P.dense_layers > 0, acts.dense_stored, 0.0),
                            np.where(P.moe_layers > 0, acts.moe_stored, 0.0))
         d["activations"] = kept - _offload_acts(d, L, P, m, held, stored, kept, layer) \
             + transient
-        tensors = sum(d[k] for k in _ALLOCATED)
-        # the loss phase and the layer-backward phase peak apart (module docstring)
-        d["loss_overlap"] = np.minimum(d["logits"], transient)
-        d["allocated"] = tensors - d["loss_overlap"]
-        d["allocator_margin"] = fragmentation * tensors
-        d["runtime_context"] = np.full(np.shape(tensors), float(runtime_overhead_bytes))
-        d["reserved"] = tensors + d["allocator_margin"]
-        d["overhead"] = d["runtime_context"] + d["allocator_margin"]
-        d["total"] = d["reserved"] + d["runtime_context"]
-        out.append(d)
+        out.append(_totals(d, transient, fragmentation, float(runtime_overhead_bytes),
+                           total_only))
     return tuple(out)
+
+
+def _totals(d: dict[str, Any], transient: Any, fragmentation: float, runtime: float,
+            total_only: bool) -> dict[str, Any]:
+    """A stage's parts d with its allocated, reserved and total bytes and the allocator's and
+    runtime's overheads (`total_only`: the total alone, the runtime added as the number it
+    is: the same values)."""
+    tensors = sum(d[k] for k in _ALLOCATED)
+    d["allocator_margin"] = fragmentation * tensors
+    d["reserved"] = tensors + d["allocator_margin"]
+    if total_only:
+        d["total"] = d["reserved"] + runtime
+        return d
+    # the loss phase and the layer-backward phase peak apart (module docstring)
+    d["loss_overlap"] = np.minimum(d["logits"], transient)
+    d["allocated"] = tensors - d["loss_overlap"]
+    d["runtime_context"] = np.full(np.shape(tensors), runtime)
+    d["overhead"] = d["runtime_context"] + d["allocator_margin"]
+    d["total"] = d["reserved"] + d["runtime_context"]
+    return d
+
+
+def _inflight(dual: np.ndarray, pp: Any, vpp: Any, m: Any, rank: Any) -> Any:
+    """Micro-batches of activations rank `rank` holds: 1F1B's pp - rank (capped at m), and
+    DualPipe's pp + 1 (`buffers.dualpipe_inflight`) where a row is DualPipe (none: 1F1B's
+    alone, np.where's values)."""
+    held = inflight_microbatches(pp, vpp, m, rank)
+    if dual.any() or np.shape(held) != np.broadcast_shapes(dual.shape, np.shape(pp),
+                                                           np.shape(m), np.shape(held)):
+        held = np.where(dual, bufm.dualpipe_inflight(pp, m), held)
+    return held
+
+
+def _dualpipe_copies(state: dict[str, Any], dual: np.ndarray) -> dict[str, Any]:
+    """`buffers.dualpipe_copies`, without its x 1.0 where no row is DualPipe (the search's
+    grids): the same values, each doubled part already a float64 array of the shape the
+    product would have."""
+    if dual.any() or not all(
+            isinstance(v, np.ndarray) and v.dtype == np.float64
+            and v.shape == np.broadcast_shapes(v.shape, dual.shape)
+            for n, v in state.items() if n in bufm._STATE_PARTS):
+        return bufm.dualpipe_copies(state, dual)
+    return dict(state)
 
 
 _ALLOCATED = ("weights", "gradients", "optimizer", "activations", "logits", "gathered",

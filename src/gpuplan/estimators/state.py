@@ -46,9 +46,10 @@ def shared(L: Layout, wb: Any, gb: Any, ob: Any, m: Any, sb: dict[str, Any]) -> 
         fp8_copy=np.where(fp8, bufm.fp8_copy_bytes(sb) - primary, 0.0))
 
 
-def stage_state(P: StageParams, s: dict[str, Any], sb: dict[str, Any]) -> dict[str, Any]:
+def stage_state(P: StageParams, s: dict[str, Any], sb: dict[str, Any],
+                saving: bool = True) -> dict[str, Any]:
     """Weights, gradients, optimizer state and the ZeRO buffers of one stage's GPU (`s`:
-    `shared`'s factors).
+    `shared`'s factors), and (`saving`) what ZeRO-3 saves on weights.
 
     ZeRO-1/2/3 shard optimizer state / + gradients / + weights over dp*cp (experts over
     dp*cp/ep); a shard group of 1 shards nothing. ZeRO-2 and 3 reduce-scatter each layer's
@@ -66,14 +67,15 @@ def stage_state(P: StageParams, s: dict[str, Any], sb: dict[str, Any]) -> dict[s
     # root (embedding, LM head) stays 16-bit without FP8 copies (buffers.root_weight_bytes)
     wb, gb, wroot = s["wb"], s["gb"], s["wroot"]
     r_w = P.root / s["div"][3][0]
-    weights = wb * (n_w - r_w) + wroot * r_w
+    own = n_w - r_w
+    weights = wb * own + wroot * r_w
     opt = s["ob"] * n_opt
     unit = P.unit - np.where(s["egroup_gt1"], 0.0, P.unit_expert)  # a layer's sharded part
     layers = np.minimum(2.0, P.dense_layers + P.moe_layers)
     # torchtitan / FSDP2 under PP: the whole stage stays gathered, its gradients unsharded
-    stage = P.dense + np.where(s["egroup_gt1"], P.expert, 0.0)  # what ZeRO-3 shards, gathers
     whole, gather, on = s["whole"], s["gather"], s["on"]
-    accum = np.where(whole, s["pp_grad_b"] * stage, s["accum_b"] * n_grad)
+    stage = _Stage(P, s["egroup_gt1"], whole)  # what ZeRO-3 shards, gathers
+    accum = stage.where(lambda x: s["pp_grad_b"] * x, s["accum_b"] * n_grad, s["pp_grad_b"])
     grads = gb * n_grad
     if s["kept_all"]:  # nothing offloaded: np.where(False, ...)'s values, without its copies
         zeros = np.zeros(np.broadcast_shapes(*map(np.shape, (weights, grads, accum, opt))))
@@ -89,9 +91,37 @@ def stage_state(P: StageParams, s: dict[str, Any], sb: dict[str, Any]) -> dict[s
         ema = EMA_BYTES * n_opt
         st["offloaded"] = st["offloaded"] + np.where(sb["ema"] == "host", ema, 0.0)
         ema = np.where(sb["ema"] == "gpu", ema, 0.0)
-    return dict(**st, ema=ema, gathered=np.where(gather, wb * np.where(
-                    whole, stage - P.root, layers * unit) + wroot * P.root, 0.0),
-                grad_bucket=np.where(s["bucket_on"], s["bucket_b"] * unit, 0.0),
-                fp8_weights=s["fp8_copy"] * (n_w - r_w),
-                zero3_saving=np.where(gather, wb * (P.total - P.root) + wroot * P.root - weights,
-                                      0.0))
+    out = dict(**st, ema=ema, gathered=np.where(gather, wb * stage.where(
+                   lambda x: x - P.root, layers * unit, P.root) + wroot * P.root, 0.0),
+               grad_bucket=np.where(s["bucket_on"], s["bucket_b"] * unit, 0.0),
+               fp8_weights=s["fp8_copy"] * own)
+    if saving:
+        out["zero3_saving"] = np.where(gather, wb * (P.total - P.root) + wroot * P.root
+                                       - weights, 0.0)
+    return out
+
+
+class _Stage:
+    """The parameters ZeRO-3 shards and gathers on a stage (dense, and routed experts whose
+    shard group is larger than one), read only where some row keeps the whole stage
+    gathered (`whole`): `where` is np.where(whole, f(stage), other) without computing
+    f(stage) where no row does (the same values, shape and dtype)."""
+
+    def __init__(self, P: StageParams, egroup_gt1: Any, whole: Any) -> None:
+        self.P, self.egroup_gt1, self.whole = P, egroup_gt1, whole
+        self.some = bool(np.any(whole))
+        self.shape = np.broadcast_shapes(*map(np.shape, (P.dense, egroup_gt1, P.expert)))
+        self._value: Any = None
+
+    def value(self) -> Any:
+        if self._value is None:
+            self._value = self.P.dense + np.where(self.egroup_gt1, self.P.expert, 0.0)
+        return self._value
+
+    def where(self, f: Any, other: Any, *reads: Any) -> Any:
+        """np.where(whole, f(stage), other); `reads`: what f reads beside the stage."""
+        if (not self.some and isinstance(other, np.ndarray) and other.dtype == np.float64
+                and other.shape == np.broadcast_shapes(np.shape(self.whole), self.shape,
+                                                       other.shape, *map(np.shape, reads))):
+            return other
+        return np.where(self.whole, f(self.value()), other)

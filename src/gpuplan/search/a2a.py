@@ -58,25 +58,33 @@ def pairs(ep: np.ndarray, stride: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return number[key], np.stack([codes // width, codes % width], axis=1).astype(float)
 
 
-def floor(model: Any, x: dict[str, np.ndarray], hw: Any, stack: int) -> Any:
+def floor(model: Any, x: dict[str, np.ndarray], hw: Any, stack: int,
+          memo: dict[tuple, Any] | None = None) -> Any:
     """The MoE all-to-all's seconds per step of rows with layout terms x on one group's
     hardware (0 where `layout_terms` found none surely exposed): one dispatch's seconds per
     byte and latency (`comm.moe_dispatch_parts`) per (EP degree, stride) pair (`pairs`), then
     per row its bytes x that rate + latency (copies x bytes / bandwidth regrouped: equal to
     round-off). The dispatch is deduplicated as the default dispatcher (spec.D_AUTO) is under
-    `stack`."""
+    `stack`. `memo`: the per-pair figures of x's pairs by the hardware figures they read (the
+    layout table's pairs are the same for every group: computed once per distinct links)."""
     pairs = x.get("a2a_pairs")
     if not model.is_moe or pairs is None or pairs.size == 0:
         return 0.0
-    ep, n_in = pairs[:, 0], comm.ranks_inside(pairs[:, 1], pairs[:, 0],
-                                              _scalar(hw.scale_up_domain))
     out = _scalar(hw.scale_out_bytes_per_s)
     logical = comm.dispatch_logical_bw(out, getattr(hw, "scale_out_dispatch_share", np.nan))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate, lat = comm.moe_dispatch_parts(
-            1.0, ep, n_in, model.experts, model.experts_per_token,
-            _scalar(hw.scale_up_bytes_per_s), _scalar(hw.scale_up_latency_s),
-            out * comm.NET_EFFICIENCY, _scalar(hw.scale_out_latency_s),
-            bool(moe_dedup(D_AUTO, stack)), _scalar(logical))
+    reads = (_scalar(hw.scale_up_domain), out, _scalar(logical),
+             _scalar(hw.scale_up_bytes_per_s), _scalar(hw.scale_up_latency_s),
+             _scalar(hw.scale_out_latency_s), bool(moe_dedup(D_AUTO, stack)))
+    found = None if memo is None else memo.get(reads)
+    if found is None:
+        domain, out, logical, up, up_lat, out_lat, dedup = reads
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ep, n_in = pairs[:, 0], comm.ranks_inside(pairs[:, 1], pairs[:, 0], domain)
+            found = comm.moe_dispatch_parts(1.0, ep, n_in, model.experts,
+                                            model.experts_per_token, up, up_lat,
+                                            out * comm.NET_EFFICIENCY, out_lat, dedup, logical)
+        if memo is not None:
+            memo[reads] = found
+    rate, lat = found
     at = x["a2a_at"]
     return x["a2a_bytes"] * rate[at] + x["a2a_scale"] * lat[at]

@@ -104,21 +104,47 @@ def product(count: int, axes: Axes) -> tuple[dict[str, np.ndarray], np.ndarray]:
     cartesian product of every axis, pipelines as (pp, vpp) pairs, precision the fastest axis:
     `groups._valid` relies on it), and per TP value (axes.tp
     order) how many layouts of the full product were left out because it does not."""
+    f, dropped = mesh(count, axes)
+    shape = np.broadcast_shapes(*(v.shape for v in f.values()))
+    return {k: np.broadcast_to(v, shape).reshape(-1) for k, v in f.items()}, dropped
+
+
+# the axes of `mesh` after the first (the (tp, (pp, vpp), cp) triples that divide the count)
+MESH_AXES = ("ep", "zero", "micro_batch", "recompute", "precision")
+
+
+def mesh(count: int, axes: Axes) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """`product(count, axes)` unflattened: each field an int64 array that broadcasts to the
+    grid's shape (triples, *MESH_AXES) -- tp, cp, pp, vpp, gpus and dp along the first axis,
+    each of MESH_AXES along its own, size 1 along the others -- so a quantity of a few fields
+    is computed once per combination of their values (numpy broadcasts it); `product`'s
+    rows are the grid in C order. The same dropped counts."""
     pipes = np.asarray(axes.pipelines(), dtype=np.int64).reshape(-1, 2)
     inner = [(t, i, c) for t in axes.tp for i, (p, _) in enumerate(pipes) for c in axes.cp
              if count % (t * int(p) * c) == 0]
-    rest = [np.asarray(v, dtype=np.int64) for v in (axes.ep, axes.zero, axes.micro_batch,
-                                                      axes.recompute, axes.precision)]
+    rest = [np.asarray(getattr(axes, k), dtype=np.int64) for k in MESH_AXES]
     per_inner = int(np.prod([v.size for v in rest]))
     kept = np.array([sum(1 for t, _, _ in inner if t == tv) for tv in axes.tp], dtype=np.int64)
     dropped = (len(pipes) * len(axes.cp) - kept) * per_inner
     tri = np.asarray(inner, dtype=np.int64).reshape(-1, 3)
-    mesh = np.meshgrid(np.arange(len(tri)), *rest, indexing="ij", copy=False)
-    names = ("inner", "ep", "zero", "micro_batch", "recompute", "precision")
-    out = {k: m.reshape(-1) for k, m in zip(names, mesh, strict=True)}
-    which = out.pop("inner")
-    out["tp"], out["cp"] = tri[which, 0], tri[which, 2]
-    out["pp"], out["vpp"] = pipes[tri[which, 1], 0], pipes[tri[which, 1], 1]
-    out["gpus"] = np.full(which.size, count, dtype=np.int64)
-    out["dp"] = count // (out["tp"] * out["pp"] * out["cp"])
+
+    def along(v: np.ndarray, axis: int) -> np.ndarray:
+        shape = [1] * (1 + len(rest))
+        shape[axis] = v.size
+        return v.reshape(shape)
+
+    out = {k: along(v, j + 1) for j, (k, v) in enumerate(zip(MESH_AXES, rest, strict=True))}
+    tp, cp, pp, vpp = tri[:, 0], tri[:, 2], pipes[tri[:, 1], 0], pipes[tri[:, 1], 1]
+    out.update(tp=along(tp, 0), cp=along(cp, 0), pp=along(pp, 0), vpp=along(vpp, 0),
+               gpus=along(np.full(tri.shape[0], count, dtype=np.int64), 0),
+               dp=along(count // (tp * pp * cp), 0))
     return out, dropped
+
+
+def mesh_rows(f: dict[str, np.ndarray], keep: np.ndarray) -> dict[str, np.ndarray]:
+    """The rows of `product` where `keep` (a mask broadcasting to the grid of `mesh`'s fields
+    f) holds, as flat arrays: each field gathered from its own axis's values."""
+    shape = np.broadcast_shapes(*(v.shape for v in f.values()))
+    at = np.nonzero(np.broadcast_to(keep, shape))
+    axis = {k: j + 1 for j, k in enumerate(MESH_AXES)}
+    return {k: v.reshape(-1)[at[axis.get(k, 0)]] for k, v in f.items()}

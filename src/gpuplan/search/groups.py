@@ -22,7 +22,7 @@ from ..spec import STACKS
 from . import feasibility as fz
 from . import prune, variants
 from .evaluate import time_per_step  # noqa: F401  (benchmarks count rows through it)
-from .grid import Axes, product
+from .grid import Axes, mesh, mesh_rows
 from .hardware import best_stack, efficiency_for, hardware_table, host_memory_per_gpu, limited
 from .intervals import at_confidence, interval
 from .platforms import Platform
@@ -60,7 +60,8 @@ class LayoutTable:
     # precisions): it depends on the request shape alone, as the table does
     sizes: dict[tuple, Any] = field(default_factory=dict)
     memo: dict[tuple, Any] = field(default_factory=dict)  # variants.candidates' row selections
-    # prune.terms_of of each row of g, then of extra
+    # the bound terms (`prune._table_terms`: per number of rows equal but for what they do not
+    # read, `termrows.term_ids`) and the twins' figures (`twins.relevant`)
     bounds: dict[str, np.ndarray] = field(default_factory=dict)
     per_count: dict[int, int] = field(default_factory=dict)  # variant rows by GPU count
     # sizes the `pending` variant rows given (`variants.size_rows`), as a group reads them
@@ -88,6 +89,14 @@ class LayoutTable:
             return slice(int(self.starts[blocks[0]]), int(self.starts[blocks[-1] + 1]))
         return np.concatenate([np.arange(self.starts[b], self.starts[b + 1]) for b in blocks])
 
+    def of(self, values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """`values[self.rows(counts)]` (one value per runnable row): a view when the blocks
+        are consecutive, else their slices joined (a copy, no gather)."""
+        blocks = self.blocks(counts)
+        if not blocks or blocks == list(range(blocks[0], blocks[0] + len(blocks))):
+            return values[self.rows(counts)]
+        return np.concatenate([values[self.starts[b]:self.starts[b + 1]] for b in blocks])
+
 
 def layout_table(req: Any, counts: np.ndarray, axes: Axes,
                  smallest_gpu_bytes: float = math.inf) -> LayoutTable:
@@ -99,15 +108,19 @@ def layout_table(req: Any, counts: np.ndarray, axes: Axes,
     dropped = np.zeros((len(counts), tp_values.size, 3), dtype=np.int64)
     parts: list[dict[str, np.ndarray]] = []
     for i, c in enumerate(counts):
-        g, dropped[i, :, 0] = product(int(c), axes)  # tp*pp*cp divides the count
-        valid = _valid(g, req, len(axes.precision))
+        # the grid unflattened (`grid.mesh`): the checks computed once per combination of the
+        # fields they read, broadcast to every row; tp*pp*cp divides the count
+        f, dropped[i, :, 0] = mesh(int(c), axes)
+        shape = np.broadcast_shapes(*(v.shape for v in f.values()))
+        valid = np.broadcast_to(_valid(f, req, len(axes.precision)), shape)
         # Megatron-LM's interleaved schedule runs micro-batches per step in groups of pp
-        interleaves = (g["vpp"] == 1) | (req.global_batch % (g["dp"] * g["micro_batch"]
-                                                            * g["pp"]) == 0)
-        tp_at = np.searchsorted(tp_values, g["tp"])
-        dropped[i, :, 1] = np.bincount(tp_at[~valid], minlength=tp_values.size)
-        dropped[i, :, 2] = np.bincount(tp_at[valid & ~interleaves], minlength=tp_values.size)
-        parts.append(_take(g, valid & interleaves))
+        interleaves = (f["vpp"] == 1) | (req.global_batch % (f["dp"] * f["micro_batch"]
+                                                            * f["pp"]) == 0)
+        tp_at = np.searchsorted(tp_values, f["tp"].reshape(-1))  # per first-axis triple
+        for j, bad in ((1, ~valid), (2, valid & ~interleaves)):
+            per_triple = np.count_nonzero(bad, axis=tuple(range(1, bad.ndim)))
+            dropped[i, :, j] = np.bincount(tp_at, per_triple, tp_values.size).astype(np.int64)
+        parts.append(mesh_rows(f, valid & interleaves))
     g = ({k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts
          else {k: np.zeros(0, dtype=np.int64) for k in _ROW_KEYS})
     mem = _most_loaded(req, g)
@@ -124,8 +137,13 @@ def layout_table(req: Any, counts: np.ndarray, axes: Axes,
 def _valid(g: dict[str, np.ndarray], req: Any, k: int) -> np.ndarray:
     """`Layout.valid_mask` of the rows g of `grid.product`, evaluated on every k-th row and
     repeated: precision is the product's fastest axis (k values) and the layout rules read
-    only `rules.LAYOUT_NAMES`, which holds no precision, so the same mask at 1/k the cost."""
+    only `rules.LAYOUT_NAMES`, which holds no precision, so the same mask at 1/k the cost.
+    Of `grid.mesh`'s fields (arrays of several axes), the rules broadcast (elementwise: the
+    same mask, in the grid's shape or one that broadcasts to it), each computed once per
+    combination of the fields it reads."""
     p = g["precision"]
+    if p.ndim > 1:
+        return _layout(g, req).valid_mask(req.model)
     if (k <= 1 or p.size % k or "precision" in LAYOUT_NAMES.values()
             or not (p.reshape(-1, k) == p[:k]).all()):
         return _layout(g, req).valid_mask(req.model)
@@ -318,18 +336,25 @@ def _chosen(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray,
     mine = Tally()
     _tally_dropped(mine, acc.id, table, counts, p0.scale_up_domain)
     idx = table.rows(counts)
-    tp, prec, gpus = (table.g[k][idx] for k in ("tp", "precision", "gpus"))
+    tp, prec, gpus = (table.of(table.g[k], counts) for k in ("tp", "precision", "gpus"))
     wanted = np.ones(tp.shape, dtype=bool) if precisions is None else np.isin(prec, precisions)
     keep = mine.apply(acc.id, wanted, [
         *fz.hardware_checks(tp=tp, precision=prec, gpus=gpus, platform=p0,
                             allow_consumer=req.filters.allow_consumer),
-        fz.memory_check(table.memory_bytes[idx], acc.memory_bytes)])
+        fz.memory_check(table.of(table.memory_bytes, counts), acc.memory_bytes)])
     rows = (np.arange(table.g["gpus"].size)[idx] if isinstance(idx, slice) else idx)[keep]
     g = {k: table.g[k][rows] for k in LEAN}  # the others once pruned (`timed.filled`)
     g["memory_bytes"] = table.memory_bytes[rows]
     g["host_traffic"] = np.zeros(rows.size)
     g["row"] = rows
-    return _Chosen(key=key, g=g, fitting=np.unique(g["gpus"]), mine=mine)
+    return _Chosen(key=key, g=g, fitting=_distinct(g["gpus"]), mine=mine)
+
+
+def _distinct(a: np.ndarray) -> np.ndarray:
+    """np.unique(a), in one pass (no sort) where a does not decrease (rows in table order)."""
+    if a.size == 0 or not (a[1:] >= a[:-1]).all():
+        return np.unique(a)
+    return a[np.concatenate(([True], a[1:] != a[:-1]))]
 
 
 def _prepared(req: Any, cat: Catalog, plats: list[Platform], counts: np.ndarray, tally: Tally,

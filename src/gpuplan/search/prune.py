@@ -21,19 +21,20 @@ all-to-all where it is all exposed (1F1B, comm.EP_OVERLAP = 0: `shared_overlap` 
 min(t, 0) of it), else 0 (search/a2a.py); on an MoE model whose dispatch crosses
 nodes it is most of the gap between the bound and the step.
 
-Steps (`timed_rows`): the bound of every row; per group and count, a few rows of small bound
-and a sample of the others are timed first (`_probed`, all groups' probes in a few calls);
-rows whose bound is above the best probe's step by MARGIN are skipped, the rest timed as
-before. A group's rows arrive with a few fields (`groups.LEAN`, the table row, memory and
-host traffic): the probes and the rows kept get the others from the table (`timed.filled`),
-the skipped rows never do. The HSDP copies (`groups.evaluate_groups`) are skipped likewise,
-against their count's fastest grid row too. Groups timed together (`timed.time_many`, equal
-rows) skip a row only where all of them may. Skipped rows are counted physically feasible, as
-timing them would have (`_sound` hardware, no offload traffic, a supported precision: the bound is
-finite). A guard (`_holds`) checks both bounds on every probe and every row timed; if one
-fails (a physics change the bound does not mirror), the search times every row, as without
-pruning. `tests/test_search_cache.py` checks that plans are equal with and without pruning,
-and the bound against every row of several searches.
+Steps (`timed_rows`): the bound of every row (its layout terms, and a group's bounds, once per
+number of rows equal but for what the terms do not read: search/termrows.py); per group and
+count, a few rows of small bound and a sample of the others are timed first (`_probed`, all
+groups' probes in a few calls); rows whose bound is above the best probe's step by MARGIN are
+skipped, the rest timed as before. A group's rows arrive with a few fields (`groups.LEAN`, the
+table row, memory and host traffic): the probes and the rows kept get the others from the table
+(`timed.filled`), the skipped rows never do. The HSDP copies (`groups.evaluate_groups`) are
+skipped likewise, against their count's fastest grid row too. Groups timed together
+(`timed.time_many`, equal rows) skip a row only where all of them may. Skipped rows are counted
+physically feasible, as timing them would have (`_sound` hardware, no offload traffic, a
+supported precision: the bound is finite). A guard (`_holds`) checks both bounds on every probe
+and every row timed; if one fails (a physics change the bound does not mirror), the search
+times every row, as without pruning. `tests/test_search_cache.py` checks that plans are equal
+with and without pruning, and the bound against every row of several searches.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from ..estimators.shapes import act_element_bytes, tokens_per_rank
 from ..rules import LayoutArrays
 from ..spec import FP8, PRECISIONS
 from ..workload import finetune_of
-from . import a2a
+from . import a2a, termrows
 from . import twins as tw
 from .timed import _TIMED_KEYS as _TIMED
 from .timed import filled, layout_of, time_many
@@ -131,34 +132,50 @@ def _layout_terms(req: Any, g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def terms_of(req: Any, g: dict[str, np.ndarray], table: Any = None) -> dict[str, np.ndarray]:
-    """`_layout_terms` of rows g, from those of every row of the layout table (its grid rows,
-    then its variant rows; computed once and kept in it, `LayoutTable.bounds`): a row's `row`
-    is its grid row, or -2 - its variant row (`variants.candidates`)."""
+    """`_layout_terms` of rows g, from those of the layout table's rows (`_table_terms`): a
+    row's `row` is its grid row, or -2 - its variant row (`variants.candidates`)."""
     if table is None or "row" not in g:
         return _layout_terms(req, g)
-    if "floats" not in table.bounds:  # float terms as one (term, row) matrix: one gather
-        parts = [_layout_terms(req, r) for r in [table.g] + ([table.extra] if table.extra
-                                                             else [])]
-        n = [p["prec"].size for p in parts]
-        names = [k for k in _FLOATS if k in parts[0]]  # the all-to-all's (last): MoE alone
-        floats = np.empty((len(names), sum(n)))
-        for j, k in enumerate(names):
-            np.concatenate([p[k] for p in parts], out=floats[j])
-        table.bounds.update(floats=floats, prec=np.concatenate([p["prec"] for p in parts]))
-        if "a2a_pairs" in parts[0]:
-            pairs = np.concatenate([p["a2a_pairs"] for p in parts])  # renumbered over both
-            number, table.bounds["a2a_pairs"] = a2a.pairs(pairs[:, 0], pairs[:, 1])
-            offsets = np.cumsum([0] + [p["a2a_pairs"].shape[0] for p in parts[:-1]])
-            table.bounds["a2a_at"] = np.concatenate([number[p["a2a_at"] + o] for p, o
-                                                     in zip(parts, offsets, strict=True)])
+    return _gathered(_table_terms(req, table), _term_ids(table, g))
+
+
+def _term_ids(table: Any, g: dict[str, np.ndarray]) -> np.ndarray:
+    """The `termrows.term_ids` number of each of rows g (`row`: the table row)."""
     row = g["row"]
-    at = np.where(row >= 0, row, table.g["gpus"].size - 2 - row)
+    return table.bounds["ids"][np.where(row >= 0, row, table.g["gpus"].size - 2 - row)]
+
+
+def _table_terms(req: Any, table: Any) -> dict[str, np.ndarray]:
+    """The bound terms of the layout table's rows, once per `termrows.term_ids` number (rows
+    equal but for what no term reads), kept in it (`LayoutTable.bounds`): each row's number
+    (`ids`; grid rows, then variant rows), the float terms as one (term, number) matrix (one
+    gather), `prec`, and for an MoE model the all-to-all's (EP degree, stride) pairs."""
     b = table.bounds
+    if "floats" not in b:
+        ids, rows = termrows.term_ids(table)
+        x = _layout_terms(req, termrows.representatives(table, rows, _LAYOUT_KEYS))
+        names = [k for k in _FLOATS if k in x]  # the all-to-all's (last): MoE alone
+        floats = np.empty((len(names), rows.size))
+        for j, k in enumerate(names):
+            floats[j] = x[k]
+        b.update(ids=ids, floats=floats, prec=np.ascontiguousarray(x["prec"]))
+        if "a2a_pairs" in x:
+            b["a2a_at"], b["a2a_pairs"] = x["a2a_at"], x["a2a_pairs"]
+    return b
+
+
+def _gathered(b: dict[str, np.ndarray], at: np.ndarray) -> dict[str, np.ndarray]:
+    """The terms of `_table_terms` numbers `at`."""
     out = dict(zip(_FLOATS[:len(b["floats"])], np.take(b["floats"], at, axis=1), strict=True))
     out["prec"] = b["prec"][at]
     if "a2a_pairs" in b:
         out["a2a_at"], out["a2a_pairs"] = b["a2a_at"][at], b["a2a_pairs"]
     return out
+
+
+# the fields `_layout_terms` reads (`timed.layout_of`)
+_LAYOUT_KEYS = ("gpus", "tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompute",
+                "precision", "shard_group", "offload")
 
 
 # the float terms of `_layout_terms` (beside `prec`, and for an MoE model `a2a_at` and
@@ -168,7 +185,8 @@ _FLOATS = ("a_mm", "b_mm", "a_16", "a_at", "inv_d", "mem_bytes", "overhead", "bu
 
 
 def floors(x: dict[str, np.ndarray], hw: Any, eff: Any, model: Any = None,
-           stack: int = 0) -> tuple[np.ndarray, np.ndarray]:
+           stack: int = 0, memo: dict[tuple, Any] | None = None
+           ) -> tuple[np.ndarray, np.ndarray]:
     """(lower bound of step_s, lower bound of compute + memory + overhead + optimizer) of
     rows with layout terms x (`terms_of`) on one group's hardware and efficiency; with the
     `model` (and the group's `stack`), the step's bound counts the MoE all-to-all where it is
@@ -185,7 +203,7 @@ def floors(x: dict[str, np.ndarray], hw: Any, eff: Any, model: Any = None,
         memory = x["mem_bytes"] * _scalar(1.0 / (np.asarray(hw.memory_bandwidth_bytes_per_s)
                                                  * np.asarray(eff.memory_fraction)))
         floor = compute + memory + _scalar(eff.layer_overhead_s) * x["overhead"]
-        lag = 0.0 if model is None else a2a.floor(model, x, hw, stack)
+        lag = 0.0 if model is None else a2a.floor(model, x, hw, stack, memo)
         return (floor + lag) * x["bubble"], floor
 
 
@@ -228,10 +246,10 @@ DENSE = 1 << 22  # the largest dense key array of `_probes` (else np.unique's so
 SAMPLE = 97  # every SAMPLE-th eligible row is timed with the probes (the guard's sample)
 
 
-def _probes(g: dict[str, np.ndarray], step_lb: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """Per GPU count and PROBE_FIELDS values, the first row of the smallest bound among rows
-    `ok` (none where no row is ok)."""
-    _, seg = _segments(g["gpus"])
+def _probe_keys(g: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(`_segments` of rows g, each row's number among the (GPU count, PROBE_FIELDS values)
+    combinations, their range): what `_probes` and `_probed` read of a class's rows."""
+    starts, seg = _segments(g["gpus"])
     key = seg.astype(np.int64)
     for f in PROBE_FIELDS:
         v = g[f].astype(np.int64)
@@ -240,6 +258,19 @@ def _probes(g: dict[str, np.ndarray], step_lb: np.ndarray, ok: np.ndarray) -> np
     if size > DENSE:
         _, key = np.unique(key, return_inverse=True)
         size = int(key.max()) + 1
+    return starts, seg, key, size
+
+
+def _same(g: dict[str, np.ndarray]) -> tuple[int, ...]:
+    """What `_probe_keys` reads of rows g, by identity: the jobs of a class share the arrays."""
+    return tuple(id(g[f]) for f in ("gpus", *PROBE_FIELDS))
+
+
+def _probes(g: dict[str, np.ndarray], step_lb: np.ndarray, ok: np.ndarray,
+            keys: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None = None) -> np.ndarray:
+    """Per GPU count and PROBE_FIELDS values, the first row of the smallest bound among rows
+    `ok` (none where no row is ok); `keys`: `_probe_keys(g)`, when known."""
+    _, _, key, size = keys or _probe_keys(g)
     b = np.where(ok, step_lb, np.inf)
     low = np.full(size, np.inf)
     np.minimum.at(low, key, b)
@@ -283,10 +314,19 @@ def _bounds(req: Any, jobs: Jobs, table: Any) -> list[Any]:
         g = jobs[members[0]][0]
         if g["gpus"].size == 0 or not all(_sound(jobs[i][1]) for i in members):
             continue
-        x = terms_of(req, g, table)
+        memo = None
+        if table is None or "row" not in g:
+            x, place = terms_of(req, g, table), None
+        else:  # once per number of `termrows.term_ids` among the rows, then gathered
+            b = _table_terms(req, table)
+            distinct, place = termrows.among(_term_ids(table, g), b["prec"].size)
+            x = _gathered(b, distinct)
+            memo = table.bounds.setdefault("a2a_memo", {})  # for the table's pairs alone
         for i in members:
             step_lb, floor_lb = floors(x, jobs[i][1].hw, jobs[i][1].eff, req.model,
-                                       jobs[i][1].stack)
+                                       jobs[i][1].stack, memo)
+            if place is not None:
+                step_lb, floor_lb = step_lb[place], floor_lb[place]
             ok = np.isfinite(step_lb) & (step_lb > 0) & (g["host_traffic"] == 0)
             out[i] = (step_lb, floor_lb, ok)
             stats.bounded += g["gpus"].size
@@ -302,13 +342,17 @@ def _probed(req: Any, jobs: Jobs, bounds: list[Any], table: Any = None,
     count (`_known`): rows whose bound is above it are skipped whatever the probes find, so
     none of them is chosen as a probe (the sample still takes them)."""
     probes = []
+    keys: dict[tuple[int, ...], Any] = {}  # `_probe_keys` of each class's rows, once
     for i, b in enumerate(bounds):
         if b is not None:
             ok = b[2]
             sample = np.flatnonzero(ok)[::SAMPLE]
             lead = ok if known is None or known[i] is None else (
                 ok & ~(b[0] > known[i] * (1.0 + MARGIN)))
-            probes.append((i, np.union1d(_probes(jobs[i][0], b[0], lead), sample)))
+            same = _same(jobs[i][0])
+            if same not in keys:
+                keys[same] = _probe_keys(jobs[i][0])
+            probes.append((i, np.union1d(_probes(jobs[i][0], b[0], lead, keys[same]), sample)))
     steps = time_many(req, [({k: v for k, v in filled(table, {k: v[rows] for k, v in
                                                              jobs[i][0].items()}).items()
                               if k in _TIMED}, jobs[i][1], None) for i, rows in probes])
@@ -317,7 +361,7 @@ def _probed(req: Any, jobs: Jobs, bounds: list[Any], table: Any = None,
     for (i, rows), t in zip(probes, steps, strict=True):
         if not _holds(None, t, tuple(x[rows] for x in bounds[i])):
             return None
-        starts, seg = _segments(jobs[i][0]["gpus"])
+        starts, seg, _, _ = keys[_same(jobs[i][0])]
         best = np.full(starts.size, np.inf)
         step = t.full("step_s")
         np.minimum.at(best, seg[rows], np.where(np.isfinite(step), step, np.inf))

@@ -121,7 +121,9 @@ class Timing:
 
 def _cut(t: Any, name: str, lo: int, hi: int, j: int) -> np.ndarray:
     """Columns lo:hi of field `name` of breakdown t (of row j of its group axis, if any)."""
-    full = np.broadcast_to(np.asarray(getattr(t, name)), np.shape(t.step_s))
+    full, shape = np.asarray(getattr(t, name)), np.shape(t.step_s)
+    if full.shape != shape:  # a scalar or a column (np.broadcast_to costs ~5 us a call)
+        full = np.broadcast_to(full, shape)
     return full[lo:hi] if j < 0 else full[j, lo:hi]
 
 

@@ -60,17 +60,16 @@ def variant_rows(g: dict[str, np.ndarray], valid: np.ndarray, memory_bytes: np.n
         (idx[big & (rc == R_NONE)], {"recompute": R_OP}, 1)]
     lean = idx[big & zero3 & (rc == R_FULL)]
     picks += [(lean, {"offload": o}, 2) for o in OFFLOADS]
-    parts = []
-    for rows, change, kind in picks:
-        part = {k: v[rows] for k, v in g.items()}
-        part.update({k: np.full(rows.size, v, dtype=np.int64) for k, v in change.items()})
-        part["twin"], part["kind"] = rows, np.full(rows.size, kind, dtype=np.int64)
-        parts.append(part)
+    twin = np.concatenate([rows for rows, _, _ in picks])  # the picks in turn: one gather
+    ends = np.cumsum([rows.size for rows, _, _ in picks])
     keys = set(g) | {"shard_group", "offload", "twin", "kind"}
-    out = {}
-    for k in keys:
-        out[k] = np.concatenate([p.get(k, np.zeros(p["twin"].size, dtype=np.int64))
-                                 for p in parts])
+    out = {k: g[k][twin] if k in g else np.zeros(twin.size, dtype=np.int64) for k in keys}
+    starts = np.concatenate(([0], ends[:-1]))
+    for (_, change, kind), lo, hi in zip(picks, starts, ends, strict=True):
+        for k, v in change.items():
+            out[k][lo:hi] = v
+        out["kind"][lo:hi] = kind
+    out["twin"] = twin
     return out
 
 
@@ -185,12 +184,13 @@ def _member(values: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
 
 def checks(e: dict[str, np.ndarray], *, twin_memory_bytes: np.ndarray, capacity_bytes: float,
            fitting_counts: np.ndarray, host_bytes: float, busy: np.ndarray | None,
-           rows: int) -> list[fz.Check]:
+           rows: int, skips: tuple[np.ndarray, np.ndarray] | None = None) -> list[fz.Check]:
     """The rules of variant rows `e` beyond the hardware's, in feasibility.ORDER: a copy whose
     twin fits is unneeded (op, offload), offload also at a GPU count where a grid row fits
     (`fitting_counts`), then GPU memory, host memory (`host_bytes` per GPU), and an HSDP copy
-    whose twin is not among `busy` (table rows whose DP traffic shows; `rows` table rows)."""
-    op, offload = unneeded(e, twin_memory_bytes, capacity_bytes, fitting_counts)
+    whose twin is not among `busy` (table rows whose DP traffic shows; `rows` table rows).
+    `skips`: `unneeded` of these arguments, when the caller has it already."""
+    op, offload = skips or unneeded(e, twin_memory_bytes, capacity_bytes, fitting_counts)
     return [fz.Check(code=fz.OP_UNNEEDED, bad=op),
             fz.Check(code=fz.OFFLOAD_UNNEEDED, bad=offload),
             fz.memory_check(e["memory_bytes"], capacity_bytes),
@@ -215,17 +215,25 @@ def candidates(table: Any, counts: np.ndarray, kinds: tuple[int, ...], *, plats:
     sel, e = _selected(table, counts, kinds, precisions)
     if sel.size == 0:
         return {k: np.zeros(0, dtype=table.g[k].dtype if k in table.g else float) for k in keys}
+    if set(kinds) & {1, 2}:
+        skips = unneeded(e, e["twin_memory_bytes"], acc.memory_bytes, fitting)
+    else:  # no op or offload copy: none is unneeded
+        skips = (np.zeros(sel.size, dtype=bool), np.zeros(sel.size, dtype=bool))
     if set(kinds) & set(LAZY):
-        e = _sized_now(table, sel, e, acc.memory_bytes, fitting)
+        e = _sized_now(table, sel, e, skips)
     host = (min(host_memory_per_gpu(cat, acc, p) for p in plats)
             if np.any(e["offloaded"] > 0) else np.inf)
     keep = tally.apply(acc.id, np.ones(sel.size, dtype=bool), [
         *fz.hardware_checks(tp=e["tp"], precision=e["precision"], gpus=e["gpus"],
                             platform=plats[0], allow_consumer=allow_consumer),
-        *checks(e, twin_memory_bytes=table.memory_bytes[e["twin"]],
-                capacity_bytes=acc.memory_bytes, fitting_counts=fitting, host_bytes=host,
-                busy=busy, rows=table.memory_bytes.size)])
-    pick = sel[np.flatnonzero(keep)[np.argsort(e["gpus"][keep], kind="stable")]]
+        *checks(e, twin_memory_bytes=e["twin_memory_bytes"], capacity_bytes=acc.memory_bytes,
+                fitting_counts=fitting, host_bytes=host, busy=busy,
+                rows=table.memory_bytes.size, skips=skips)])
+    kept = np.flatnonzero(keep)
+    at = e["gpus"][kept]
+    if at.size and not (at[1:] >= at[:-1]).all():  # one kind's rows are sorted already
+        kept = kept[np.argsort(at, kind="stable")]
+    pick = sel[kept]
     out = {k: ex[k][pick] for k in keys if k != "row"}
     out["row"] = -2 - pick  # negative: no table row (-2 - i: row i of `extra`)
     return {k: out[k] for k in keys}
@@ -245,6 +253,8 @@ def _selected(table: Any, counts: np.ndarray, kinds: tuple[int, ...],
         sel = sel[np.isin(ex["precision"][sel], precisions)]
     e = {k: ex[k][sel] for k in ("tp", "precision", "gpus", "kind", "twin", "memory_bytes",
                                  "offloaded")} if sel.size else {}
+    if sel.size:  # what `unneeded` compares with each group's GPU memory
+        e["twin_memory_bytes"] = table.memory_bytes[e["twin"]]
     if memo is not None:
         memo[key] = (sel, e)
     return sel, e
@@ -270,17 +280,17 @@ def hsdp_twins(g: dict[str, np.ndarray]) -> np.ndarray:
                     & (g["floor_s"] <= best * (1 + FLOOR_MARGIN))]
 
 
-def _sized_now(table: Any, sel: np.ndarray, e: dict[str, np.ndarray], capacity_bytes: float,
-               fitting: np.ndarray) -> dict[str, np.ndarray]:
+def _sized_now(table: Any, sel: np.ndarray, e: dict[str, np.ndarray],
+               skips: tuple[np.ndarray, np.ndarray]) -> dict[str, np.ndarray]:
     """The fields `e` of variant rows `sel` with the memory of the pending ones (`LAZY`) that
-    this group reads -- those not `unneeded` -- computed now (`table.sizer`)."""
+    this group reads -- those not `unneeded` (`skips`, on the group's GPU) -- computed now
+    (`table.sizer`)."""
     ex = table.extra
     if "pending" not in ex:
         return e
     wait = ex["pending"][sel]
     if wait.any():
-        skip = np.logical_or(*unneeded(e, table.memory_bytes[e["twin"]], capacity_bytes,
-                                       fitting))
+        skip = np.logical_or(*skips)
         if (wait & ~skip).any():  # none after `size_read`, unless a caller skipped it
             table.sizer(sel[wait & ~skip])
     return dict(e, memory_bytes=ex["memory_bytes"][sel], offloaded=ex["offloaded"][sel])
@@ -297,8 +307,8 @@ def size_read(table: Any, groups: list[tuple[np.ndarray, np.ndarray, Any, Any]])
     for counts, fitting, acc, precisions in groups:
         sel, e = _selected(table, counts, LAZY, precisions)
         if sel.size:
-            skip = np.logical_or(*unneeded(e, table.memory_bytes[e["twin"]],
-                                           acc.memory_bytes, fitting))
+            skip = np.logical_or(*unneeded(e, e["twin_memory_bytes"], acc.memory_bytes,
+                                           fitting))
             need[sel[~skip]] = True
     need &= ex["pending"]
     if need.any():
