@@ -294,6 +294,15 @@ def most_loaded_total(model: ModelSpec, layout: Layout, *, runtime_overhead_byte
         fragmentation=fragmentation, stacks=stacks, total_only=True)])
 
 
+def stage_totals(model: ModelSpec, layout: Layout, *, runtime_overhead_bytes: float,
+                 fragmentation: float, stacks: bufm.StackBuffers | None = None
+                 ) -> tuple[dict[str, Any], ...]:
+    """Of the first, the last and the second pipeline rank (as `stage_breakdowns`): the parts
+    the total sums, the total, the offloaded bytes and the host traffic (no other part)."""
+    return _stage_dicts(model, layout, runtime_overhead_bytes=runtime_overhead_bytes,
+                        fragmentation=fragmentation, stacks=stacks, total_only=True)
+
+
 def stage_breakdowns(model: ModelSpec, layout: Layout, *, runtime_overhead_bytes: float,
                      fragmentation: float, stacks: bufm.StackBuffers | None = None
                      ) -> tuple[MemoryBreakdown, ...]:
