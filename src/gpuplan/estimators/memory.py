@@ -294,6 +294,15 @@ def most_loaded_total(model: ModelSpec, layout: Layout, *, runtime_overhead_byte
         fragmentation=fragmentation, stacks=stacks, total_only=True)])
 
 
+def stage_totals(model: ModelSpec, layout: Layout, *, runtime_overhead_bytes: float,
+                 fragmentation: float, stacks: bufm.StackBuffers | None = None
+                 ) -> tuple[dict[str, Any], ...]:
+    """Of the first, the last and the second pipeline rank (as `stage_breakdowns`): the parts
+    the total sums, the total, the offloaded bytes and the host traffic (no other part)."""
+    return _stage_dicts(model, layout, runtime_overhead_bytes=runtime_overhead_bytes,
+                        fragmentation=fragmentation, stacks=stacks, total_only=True)
+
+
 def stage_breakdowns(model: ModelSpec, layout: Layout, *, runtime_overhead_bytes: float,
                      fragmentation: float, stacks: bufm.StackBuffers | None = None
                      ) -> tuple[MemoryBreakdown, ...]:
@@ -414,20 +423,21 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
                                (placed[1], 1, 0.0, False)):
         d = _dualpipe_copies(state.stage_state(P, shared, sb, not total_only), dual)
         stored = P.dense_layers * acts.dense_stored + P.moe_layers * acts.moe_stored
-        transient = np.maximum(np.where(P.dense_layers > 0, acts.dense_transient, 0.0),
-                               np.where(P.moe_layers > 0, acts.moe_transient, 0.0))
+        dense, moe = P.dense_layers > 0, P.moe_layers > 0  # the stage holds such layers
+        transient = np.maximum(np.where(dense, acts.dense_transient, 0.0),
+                               np.where(moe, acts.moe_transient, 0.0))
         if ft is not None:  # fine-tuning: frozen base, adapters (estimators/finetune.py);
             # the middle rank counts as a later stage (an upper bound for 'freeze'); the parts
             # it does not model (FP8 copies, host traffic) stay those of full training
             ft_d, stored, transient = finetune.stage_parts(model, ft, P, L, (wb, gb, ob), stored,
                                                            transient, emb == 1.0, sb)
             d = {**d, **ft_d}
-        d["moe_tokens"] = np.where(P.moe_layers > 0, acts.moe_tokens, 0.0) * sb["moe_token_buffers"]
+        d["moe_tokens"] = np.where(moe, acts.moe_tokens, 0.0) * sb["moe_token_buffers"]
         held = _inflight(dual, pp, L.vpp, m, rank)
         kept = held * (stored + emb * acts.emb_mask)
         d["logits"] = np.where(last, head, 0.0)
-        layer = np.maximum(np.where(P.dense_layers > 0, acts.dense_stored, 0.0),
-                           np.where(P.moe_layers > 0, acts.moe_stored, 0.0))
+        layer = np.maximum(np.where(dense, acts.dense_stored, 0.0),
+                           np.where(moe, acts.moe_stored, 0.0))
         d["activations"] = kept - _offload_acts(d, L, P, m, held, stored, kept, layer) \
             + transient
         out.append(_totals(d, transient, fragmentation, float(runtime_overhead_bytes),

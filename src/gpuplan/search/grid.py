@@ -120,13 +120,16 @@ def mesh(count: int, axes: Axes) -> tuple[dict[str, np.ndarray], np.ndarray]:
     is computed once per combination of their values (numpy broadcasts it); `product`'s
     rows are the grid in C order. The same dropped counts."""
     pipes = np.asarray(axes.pipelines(), dtype=np.int64).reshape(-1, 2)
-    inner = [(t, i, c) for t in axes.tp for i, (p, _) in enumerate(pipes) for c in axes.cp
-             if count % (t * int(p) * c) == 0]
+    # the (tp, pipeline, cp) triples whose tp * pp * cp divides the count, tp-major
+    t, i, c = (v.reshape(-1) for v in np.meshgrid(
+        np.asarray(axes.tp, dtype=np.int64), np.arange(len(pipes), dtype=np.int64),
+        np.asarray(axes.cp, dtype=np.int64), indexing="ij"))
+    ok = count % (t * pipes[i, 0] * c) == 0 if t.size else np.zeros(0, dtype=bool)
+    tri = np.stack([t[ok], i[ok], c[ok]], axis=1).reshape(-1, 3)
     rest = [np.asarray(getattr(axes, k), dtype=np.int64) for k in MESH_AXES]
     per_inner = int(np.prod([v.size for v in rest]))
-    kept = np.array([sum(1 for t, _, _ in inner if t == tv) for tv in axes.tp], dtype=np.int64)
+    kept = np.array([np.count_nonzero(tri[:, 0] == tv) for tv in axes.tp], dtype=np.int64)
     dropped = (len(pipes) * len(axes.cp) - kept) * per_inner
-    tri = np.asarray(inner, dtype=np.int64).reshape(-1, 3)
 
     def along(v: np.ndarray, axis: int) -> np.ndarray:
         shape = [1] * (1 + len(rest))

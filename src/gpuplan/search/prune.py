@@ -319,8 +319,12 @@ def _bounds(req: Any, jobs: Jobs, table: Any) -> list[Any]:
             x, place = terms_of(req, g, table), None
         else:  # once per number of `termrows.term_ids` among the rows, then gathered
             b = _table_terms(req, table)
-            distinct, place = termrows.among(_term_ids(table, g), b["prec"].size)
-            x = _gathered(b, distinct)
+            ids = _term_ids(table, g)
+            distinct, place = termrows.among(ids, b["prec"].size)
+            if distinct.size * 4 > ids.size * 3:  # few rows share: each its own (the same)
+                x, place = _gathered(b, ids), None
+            else:
+                x = _gathered(b, distinct)
             memo = table.bounds.setdefault("a2a_memo", {})  # for the table's pairs alone
         for i in members:
             step_lb, floor_lb = floors(x, jobs[i][1].hw, jobs[i][1].eff, req.model,

@@ -149,15 +149,15 @@ def size_rows(extra: dict[str, np.ndarray], rows: np.ndarray,
 
 def most_loaded(model: Any, layout: Layout, site: Site) -> tuple[np.ndarray, ...]:
     """`memory_per_gpu(...)`'s total, offloaded and host_traffic alone: those of the stage
-    with the largest total (`memory.stage_breakdowns`; ties to the first, as
-    `memory.memory_breakdown` picks), without selecting its every other part."""
+    with the largest total (`memory.stage_totals`, the stages of `memory.stage_breakdowns`;
+    ties to the first, as `memory.memory_breakdown` picks), without its every other part."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        stages = memory.stage_breakdowns(model, layout,
-                                         runtime_overhead_bytes=site.runtime_overhead_bytes,
-                                         fragmentation=site.fragmentation,
-                                         stacks=site.stack_buffers)
-    pick = np.argmax(np.stack(np.broadcast_arrays(*(s.total for s in stages))), axis=0)
-    return tuple(choose([np.broadcast_to(getattr(s, k), pick.shape) for s in stages], pick)
+        stages = memory.stage_totals(model, layout,
+                                     runtime_overhead_bytes=site.runtime_overhead_bytes,
+                                     fragmentation=site.fragmentation, stacks=site.stack_buffers)
+    shape = np.broadcast_shapes(*(np.shape(s["total"]) for s in stages))  # the breakdowns'
+    pick = np.argmax(np.stack([np.broadcast_to(s["total"], shape) for s in stages]), axis=0)
+    return tuple(choose([np.broadcast_to(s[k], pick.shape) for s in stages], pick)
                  for k in ("total", "offloaded", "host_traffic"))
 
 
