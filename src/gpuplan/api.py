@@ -275,7 +275,7 @@ def estimate(*, gpu: str, model: str | ModelSpec | None = None, gpus: int | None
                         recompute_every=recompute_every, first_stage_layers=first_stage_layers,
                         last_stage_layers=last_stage_layers, schedule=schedule,
                         offload_layers=offload_layers, moe_dispatcher=moe_dispatcher)
-    if offer and usd_per_gpu_hour is not None:  # one price only
+    if offer and usd_per_gpu_hour is not None:
         raise ConfigError("give either --offer or --usd-per-gpu-hour, not both")
     value = _checked_tokens(tokens, layout, bool(ft_facts.get("samples")))
     e = single.estimate(cat, m, acc, layout, gpus=n, tokens=value, offer=offer,

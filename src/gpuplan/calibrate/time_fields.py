@@ -15,7 +15,7 @@ from typing import Any
 from ..catalog import Catalog
 from ..errors import CatalogError
 from ..estimators.buffers import fp8_transpose_kept, from_table
-from ..search.hardware import stack_row
+from ..search.hardware import TP_COLLECTIVES, stack_row
 from ..search.power import power_limited
 from ..spec import MOE_DISPATCHERS, SCHEDULES, Accelerator, code
 from .memory_fit import fp8_recipe
@@ -33,7 +33,7 @@ def time_fields(row: dict[str, str]) -> dict[str, int]:
 # [stack.NAME] settings a run's own column may state (blank: the stack's): the TP collectives
 # it ran ("overlapped" with async TP on; docs/calibration.md, "Blocking tensor-parallel
 # collectives").
-STACK_SETTINGS = {"tp_collectives": ("overlapped", "blocking")}
+STACK_SETTINGS = {"tp_collectives": TP_COLLECTIVES}
 
 
 def stack_settings(row: dict[str, str]) -> dict[str, str]:

@@ -165,6 +165,7 @@ STACK_FP8_FLAGS = ("fp8_cast", "fp8_tp_gather")
 # [stack.NAME] tp_collectives (stated; docs/calibration.md, "Blocking tensor-parallel
 # collectives"): "blocking" hides none of the TP collectives (tp_overlap 0).
 TP_BLOCKING, TP_OVERLAPPED = "blocking", "overlapped"
+TP_COLLECTIVES = (TP_OVERLAPPED, TP_BLOCKING)
 # [efficiency.FAMILY] field, stated (never fitted): an 'fa2' stack's attention speed relative
 # to the fused kernel on the family (docs/calibration.md, "Attention kernel of a stack").
 FA2_RATIO = "fa2_attention_ratio"
@@ -287,12 +288,14 @@ def efficiency_for(cat: Catalog, families: Any, stack: str | None = None) -> Eff
 
 def with_tp_collectives(cat: Catalog, eff: Efficiency, family: str, stack: str,
                         setting: str | None) -> tuple[Efficiency, str]:
-    """(efficiency, setting) with the TP collectives `setting` ('overlapped': the family's
-    tp_overlap; 'blocking': 0; None: the stack's [stack.NAME] tp_collectives, as `eff` has)."""
+    """(efficiency, setting) with the TP collectives `setting` (None: the stack's [stack.NAME]
+    tp_collectives, as `eff` has): the tp_overlap `with_stack` gives the family under the
+    stack's row with that setting."""
+    row = stack_row(cat, stack)
     if setting is None:
-        return eff, str(stack_row(cat, stack).get("tp_collectives") or TP_OVERLAPPED)
-    if setting not in (TP_OVERLAPPED, TP_BLOCKING):
-        raise ConfigError(f"tp_collectives must be {TP_OVERLAPPED} or {TP_BLOCKING}, got "
+        return eff, str(row.get("tp_collectives") or TP_OVERLAPPED)
+    if setting not in TP_COLLECTIVES:
+        raise ConfigError(f"tp_collectives must be {' or '.join(TP_COLLECTIVES)}, got "
                           f"'{setting}'")
-    overlap = 0.0 if setting == TP_BLOCKING else family_constants(cat, family)["tp_overlap"]
-    return replace(eff, tp_overlap=overlap), setting
+    values = with_stack(family_constants(cat, family), {**row, "tp_collectives": setting})
+    return replace(eff, tp_overlap=float(values["tp_overlap"])), setting
