@@ -35,7 +35,7 @@ def test_the_mesh_rules_equal_the_rules_on_every_row(model, seq_len):
         shape = np.broadcast_shapes(*(v.shape for v in f.values()))
         assert int(np.prod(shape)) == g["gpus"].size
         plain = planmod._layout(g, req).valid_mask(req.model)
-        broadcast = np.broadcast_to(groups._valid(f, req, len(axes.precision)), shape)
+        broadcast = np.broadcast_to(planmod._layout(f, req).valid_mask(req.model), shape)
         assert np.array_equal(broadcast.reshape(-1), plain)
         seen.update(plain.tolist())
         every = mesh_rows(f, np.ones(shape, dtype=bool))

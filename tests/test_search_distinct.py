@@ -13,10 +13,9 @@ from gpuplan import api
 from gpuplan.catalog import load_catalog
 from gpuplan.estimators import distinct, memory
 from gpuplan.report import plan as report_plan
-from gpuplan.search import groups
 from gpuplan.search import plan as planmod
 from gpuplan.search.evaluate import site_from_catalog
-from gpuplan.search.grid import model_axes, product
+from gpuplan.search.grid import model_axes
 
 
 def test_distinct_rows_rebuild_every_row():
@@ -90,17 +89,6 @@ def test_memory_once_per_distinct_row_equals_every_row(monkeypatch, model):
     assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(short, plain, strict=True))
 
 
-@pytest.mark.parametrize("model", ["deepseek-v3", "llama3-70b"])
-def test_rules_on_one_precision_equal_the_rules_on_every_row(model):
-    req, _ = _table(model, [8])
-    axes = model_axes(req.model, req.seq_len, counts=np.array([8, 64, 1024]))
-    assert len(axes.precision) > 1
-    for count in (8, 64, 1024):
-        g, _ = product(count, axes)
-        assert np.array_equal(groups._valid(g, req, len(axes.precision)),
-                              planmod._layout(g, req).valid_mask(req.model))
-
-
 def test_plan_with_the_shortcuts_equals_plan_without(monkeypatch):
     """The whole plan (ranked plans, tallies, outlook: the JSON) is the same without them."""
     ask = dict(model="deepseek-v3", tokens="14.8T", gpu=["h100-sxm", "b200"], max_gpus=2048)
@@ -112,6 +100,4 @@ def test_plan_with_the_shortcuts_equals_plan_without(monkeypatch):
 
     short = plan_json()
     monkeypatch.setattr(distinct, "MIN_ROWS", 1 << 62)
-    monkeypatch.setattr(groups, "_valid", lambda g, req, k: planmod._layout(g, req)
-                        .valid_mask(req.model))
     assert short == plan_json()

@@ -101,9 +101,9 @@ def gpu_counts(gpus_per_node: int, cap: int, at_least: int = 1) -> np.ndarray:
 
 def product(count: int, axes: Axes) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """The layouts of one GPU count whose tp * pp * cp divides it, as flat int64 arrays (the
-    cartesian product of every axis, pipelines as (pp, vpp) pairs, precision the fastest axis:
-    `groups._valid` relies on it), and per TP value (axes.tp
-    order) how many layouts of the full product were left out because it does not."""
+    cartesian product of every axis, pipelines as (pp, vpp) pairs, precision the fastest
+    axis; `mesh` unflattened), and per TP value (axes.tp order) how many layouts of the full
+    product were left out because it does not."""
     f, dropped = mesh(count, axes)
     shape = np.broadcast_shapes(*(v.shape for v in f.values()))
     return {k: np.broadcast_to(v, shape).reshape(-1) for k, v in f.items()}, dropped

@@ -17,7 +17,6 @@ import numpy as np
 
 from ..catalog import Catalog
 from ..estimators import memory
-from ..rules import LAYOUT_NAMES
 from ..spec import STACKS
 from . import feasibility as fz
 from . import prune, variants
@@ -108,11 +107,11 @@ def layout_table(req: Any, counts: np.ndarray, axes: Axes,
     dropped = np.zeros((len(counts), tp_values.size, 3), dtype=np.int64)
     parts: list[dict[str, np.ndarray]] = []
     for i, c in enumerate(counts):
-        # the grid unflattened (`grid.mesh`): the checks computed once per combination of the
-        # fields they read, broadcast to every row; tp*pp*cp divides the count
+        # the grid unflattened (`grid.mesh`): the layout rules (elementwise) broadcast, each
+        # computed once per combination of the fields it reads; tp*pp*cp divides the count
         f, dropped[i, :, 0] = mesh(int(c), axes)
         shape = np.broadcast_shapes(*(v.shape for v in f.values()))
-        valid = np.broadcast_to(_valid(f, req, len(axes.precision)), shape)
+        valid = np.broadcast_to(_layout(f, req).valid_mask(req.model), shape)
         # Megatron-LM's interleaved schedule runs micro-batches per step in groups of pp
         interleaves = (f["vpp"] == 1) | (req.global_batch % (f["dp"] * f["micro_batch"]
                                                             * f["pp"]) == 0)
@@ -132,22 +131,6 @@ def layout_table(req: Any, counts: np.ndarray, axes: Axes,
                        tp_values=tp_values, dropped=dropped, memory_bytes=mem, extra=extra,
                        sizer=lambda rows: variants.size_rows(extra, rows, lay, req.model,
                                                              req.site))
-
-
-def _valid(g: dict[str, np.ndarray], req: Any, k: int) -> np.ndarray:
-    """`Layout.valid_mask` of the rows g of `grid.product`, evaluated on every k-th row and
-    repeated: precision is the product's fastest axis (k values) and the layout rules read
-    only `rules.LAYOUT_NAMES`, which holds no precision, so the same mask at 1/k the cost.
-    Of `grid.mesh`'s fields (arrays of several axes), the rules broadcast (elementwise: the
-    same mask, in the grid's shape or one that broadcasts to it), each computed once per
-    combination of the fields it reads."""
-    p = g["precision"]
-    if p.ndim > 1:
-        return _layout(g, req).valid_mask(req.model)
-    if (k <= 1 or p.size % k or "precision" in LAYOUT_NAMES.values()
-            or not (p.reshape(-1, k) == p[:k]).all()):
-        return _layout(g, req).valid_mask(req.model)
-    return np.repeat(_layout({f: v[::k] for f, v in g.items()}, req).valid_mask(req.model), k)
 
 
 def _most_loaded(req: Any, g: dict[str, np.ndarray]) -> np.ndarray:
