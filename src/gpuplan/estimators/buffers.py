@@ -365,7 +365,14 @@ _STATE_PARTS = ("weights", "gradients", "grad_accum", "fp8_weights", "zero3_savi
 
 
 def dualpipe_copies(state: dict[str, Any], dual: Any) -> dict[str, Any]:
-    """A stage's model-state parts, doubled where the schedule is DualPipe (two stages)."""
+    """A stage's model-state parts, doubled where the schedule is DualPipe (two stages). Where
+    no row is DualPipe (the search's grids) and each part is already a float64 array of the
+    shape the product would have, x 1.0 is skipped: the same values, shapes and dtypes."""
+    dual = np.asarray(dual)
+    if not dual.any() and all(isinstance(v, np.ndarray) and v.dtype == np.float64
+                              and v.shape == np.broadcast_shapes(v.shape, dual.shape)
+                              for n, v in state.items() if n in _STATE_PARTS):
+        return dict(state)
     k = np.where(dual, 2.0, 1.0)
     return {n: (v * k if n in _STATE_PARTS else v) for n, v in state.items()}
 

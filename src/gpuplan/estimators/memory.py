@@ -421,7 +421,7 @@ def _stage_dicts(model: ModelSpec, L: Layout, *, runtime_overhead_bytes: float,
         * acts.loss_copy
     for P, rank, emb, last in ((placed[0], 0, 1.0, pp == 1), (placed[2], pp - 1, 0.0, True),
                                (placed[1], 1, 0.0, False)):
-        d = _dualpipe_copies(state.stage_state(P, shared, sb, not total_only), dual)
+        d = bufm.dualpipe_copies(state.stage_state(P, shared, sb, not total_only), dual)
         stored = P.dense_layers * acts.dense_stored + P.moe_layers * acts.moe_stored
         dense, moe = P.dense_layers > 0, P.moe_layers > 0  # the stage holds such layers
         transient = np.maximum(np.where(dense, acts.dense_transient, 0.0),
@@ -474,18 +474,6 @@ def _inflight(dual: np.ndarray, pp: Any, vpp: Any, m: Any, rank: Any) -> Any:
                                                            np.shape(m), np.shape(held)):
         held = np.where(dual, bufm.dualpipe_inflight(pp, m), held)
     return held
-
-
-def _dualpipe_copies(state: dict[str, Any], dual: np.ndarray) -> dict[str, Any]:
-    """`buffers.dualpipe_copies`, without its x 1.0 where no row is DualPipe (the search's
-    grids): the same values, each doubled part already a float64 array of the shape the
-    product would have."""
-    if dual.any() or not all(
-            isinstance(v, np.ndarray) and v.dtype == np.float64
-            and v.shape == np.broadcast_shapes(v.shape, dual.shape)
-            for n, v in state.items() if n in bufm._STATE_PARTS):
-        return bufm.dualpipe_copies(state, dual)
-    return dict(state)
 
 
 _ALLOCATED = ("weights", "gradients", "optimizer", "activations", "logits", "gathered",
