@@ -73,9 +73,9 @@ def stage_state(P: StageParams, s: dict[str, Any], sb: dict[str, Any],
     unit = P.unit - np.where(s["egroup_gt1"], 0.0, P.unit_expert)  # a layer's sharded part
     layers = np.minimum(2.0, P.dense_layers + P.moe_layers)
     # torchtitan / FSDP2 under PP: the whole stage stays gathered, its gradients unsharded
+    stage = P.dense + np.where(s["egroup_gt1"], P.expert, 0.0)  # what ZeRO-3 shards, gathers
     whole, gather, on = s["whole"], s["gather"], s["on"]
-    stage = _Stage(P, s["egroup_gt1"], whole)  # what ZeRO-3 shards, gathers
-    accum = stage.where(lambda x: s["pp_grad_b"] * x, s["accum_b"] * n_grad, s["pp_grad_b"])
+    accum = np.where(whole, s["pp_grad_b"] * stage, s["accum_b"] * n_grad)
     grads = gb * n_grad
     if s["kept_all"]:  # nothing offloaded: np.where(False, ...)'s values, without its copies
         zeros = np.zeros(np.broadcast_shapes(*map(np.shape, (weights, grads, accum, opt))))
@@ -91,37 +91,11 @@ def stage_state(P: StageParams, s: dict[str, Any], sb: dict[str, Any],
         ema = EMA_BYTES * n_opt
         st["offloaded"] = st["offloaded"] + np.where(sb["ema"] == "host", ema, 0.0)
         ema = np.where(sb["ema"] == "gpu", ema, 0.0)
-    out = dict(**st, ema=ema, gathered=np.where(gather, wb * stage.where(
-                   lambda x: x - P.root, layers * unit, P.root) + wroot * P.root, 0.0),
+    out = dict(**st, ema=ema, gathered=np.where(gather, wb * np.where(
+                   whole, stage - P.root, layers * unit) + wroot * P.root, 0.0),
                grad_bucket=np.where(s["bucket_on"], s["bucket_b"] * unit, 0.0),
                fp8_weights=s["fp8_copy"] * own)
     if saving:
         out["zero3_saving"] = np.where(gather, wb * (P.total - P.root) + wroot * P.root
                                        - weights, 0.0)
     return out
-
-
-class _Stage:
-    """The parameters ZeRO-3 shards and gathers on a stage (dense, and routed experts whose
-    shard group is larger than one), read only where some row keeps the whole stage
-    gathered (`whole`): `where` is np.where(whole, f(stage), other) without computing
-    f(stage) where no row does (the same values, shape and dtype)."""
-
-    def __init__(self, P: StageParams, egroup_gt1: Any, whole: Any) -> None:
-        self.P, self.egroup_gt1, self.whole = P, egroup_gt1, whole
-        self.some = bool(np.any(whole))
-        self.shape = np.broadcast_shapes(*map(np.shape, (P.dense, egroup_gt1, P.expert)))
-        self._value: Any = None
-
-    def value(self) -> Any:
-        if self._value is None:
-            self._value = self.P.dense + np.where(self.egroup_gt1, self.P.expert, 0.0)
-        return self._value
-
-    def where(self, f: Any, other: Any, *reads: Any) -> Any:
-        """np.where(whole, f(stage), other); `reads`: what f reads beside the stage."""
-        if (not self.some and isinstance(other, np.ndarray) and other.dtype == np.float64
-                and other.shape == np.broadcast_shapes(np.shape(self.whole), self.shape,
-                                                       other.shape, *map(np.shape, reads))):
-            return other
-        return np.where(self.whole, f(self.value()), other)
